@@ -1,0 +1,34 @@
+//! The `strata` binary: the TUI (no subcommand), the engine process (`strata engine`), and the
+//! command-line tools.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "strata", version, about = "Terminal chat with a built-in SYCL LLM engine")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// List SYCL platforms and devices (optionally split the CPU device into sub-devices).
+    Devices(cmd::devices::Args),
+    /// Show a GGUF file's architecture, hyper-parameters, tokenizer and tensors.
+    Inspect(cmd::inspect::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Devices(a)) => cmd::devices::run(a),
+        Some(Command::Inspect(a)) => cmd::inspect::run(a),
+        None => Err(anyhow::anyhow!("the TUI is not built yet; see `strata --help`")),
+    };
+    if let Err(e) = result {
+        eprintln!("strata: {e:#}");
+        std::process::exit(1);
+    }
+}

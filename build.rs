@@ -1,0 +1,2 @@
+// Placeholder: the SYCL shim build lands with the foundation work (issue 2).
+fn main() {}

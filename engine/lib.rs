@@ -1,0 +1,9 @@
+//! Strata's inference engine: GGUF, quant formats, tokenizer, models, scheduler, speculative
+//! decoding, metrics, and the Rust side of the SYCL shim. The app (`app/`) reaches inference only
+//! through the engine process protocol (`protocol`).
+
+pub mod gguf;
+pub mod paths;
+pub mod quant;
+pub mod sycl;
+pub mod tokenizer;
