@@ -3,25 +3,26 @@
 
 use std::process::Command;
 use strata::sycl::reduce_ref::{partials_ref, sum_ref};
-use strata::sycl::{self, copy_across, kernels, Arg, Context, NdRange, Status, SyclError};
+use strata::sycl::{self, copy_across, kernels, Arg, Card, Context, NdRange, Status, SyclError};
 
 const WG: usize = 256;
 
 #[test]
 fn two_sub_devices_round_trip() {
-    let cpu = sycl::cpu_device().expect("the CPU SYCL device (run `make setup`)");
-    let subs = cpu.split(2).expect("split into 2");
-    assert_eq!(subs.len(), 2);
+    // Two "cards" on the split CPU device, sharing one context; one build serves both.
+    let cards = Card::split_cpu(2).expect("the CPU SYCL device split in 2 (run `make setup`)");
+    assert_eq!(cards.len(), 2);
+    let subs: Vec<_> = cards.iter().map(|c| c.device.clone()).collect();
     for s in &subs {
         let i = s.info().unwrap();
         assert!(i.is_sub_device, "{i:?}");
         assert!(i.compute_units >= 1);
     }
-    // One context over both sub-devices; one build serves both.
-    let ctx = Context::new(&subs).unwrap();
-    let (q0, q1) = (ctx.queue(&subs[0]).unwrap(), ctx.queue(&subs[1]).unwrap());
-    let m = ctx.module(&kernels::REDUCE, &["-DCFG_WG=256"]).unwrap();
-    let k = m.kernel("reduce_sg_sum").unwrap();
+    assert_eq!(cards[0].context.id(), cards[1].context.id());
+    let (q0, q1) = (&cards[0].queue, &cards[1].queue);
+    let k = cards[0]
+        .kernel(&kernels::REDUCE, &["-DCFG_WG=256"], "reduce_sg_sum")
+        .unwrap();
     assert_eq!(k.info(&subs[1]).unwrap().sub_group_size, 16);
 
     let mut rng_state = rand::random::<u64>() | 1;
@@ -203,4 +204,47 @@ fn child_reports_missing_device() {
             std::process::exit(3);
         }
     }
+}
+
+#[test]
+fn devices_command_lists_cpu_and_split_as_json() {
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["devices", "--json", "--split-cpu", "2"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let devices: Vec<&serde_json::Value> = v["platforms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["devices"].as_array().unwrap())
+        .collect();
+    let cpu = devices
+        .iter()
+        .find(|d| d["device_type"] == "cpu")
+        .expect("a CPU device in the listing");
+    let cus = cpu["compute_units"].as_u64().unwrap();
+    assert!(cpu["sub_group_sizes"]
+        .as_array()
+        .unwrap()
+        .contains(&16.into()));
+    let split = v["cpu_split"].as_array().expect("cpu_split present");
+    assert_eq!(split.len(), 2);
+    for s in split {
+        assert_eq!(s["is_sub_device"], true);
+        assert_eq!(s["compute_units"].as_u64().unwrap(), cus / 2);
+    }
+    // Asking for more cards than compute units is a clear error, not a crash.
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["devices", "--split-cpu", "999"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("999"), "{err}");
 }
