@@ -90,9 +90,9 @@ impl QuantFormat for Q6K {
             d,
         };
         let mut q = [32u8; QK_K];
-        for s in 0..16 {
+        for (s, &scale_s) in scale.iter().enumerate() {
             let sc = if df > 0.0 {
-                nearest_int(scale[s] / df).clamp(-127, 127)
+                nearest_int(scale_s / df).clamp(-127, 127)
             } else {
                 0
             };
