@@ -1,9 +1,21 @@
 //! F16 (ggml type 1): IEEE binary16, 16 bits per weight. A "block" is one value;
-//! widening to f32 is exact, so dequantization is bitwise-defined.
+//! widening to f32 is exact, so dequantization is bitwise-defined (NaN payloads included).
 
 use super::{type_id, QuantFormat};
 
 pub struct F16;
+
+/// Exact binary16 -> binary32 widening that keeps NaN payloads bit for bit (numpy does; the
+/// `half` crate and x86 F16C set the quiet bit of signaling NaNs), so F16 tensors decode
+/// bitwise like gguf-py for every bit pattern.
+#[inline]
+pub fn f16_bits_to_f32(h: u16) -> f32 {
+    if h & 0x7C00 == 0x7C00 && h & 0x03FF != 0 {
+        let sign = ((h & 0x8000) as u32) << 16;
+        return f32::from_bits(sign | 0x7F80_0000 | (((h & 0x03FF) as u32) << 13));
+    }
+    half::f16::from_bits(h).to_f32()
+}
 
 impl QuantFormat for F16 {
     const NAME: &'static str = "F16";
@@ -12,7 +24,7 @@ impl QuantFormat for F16 {
     const BLOCK_BYTES: usize = 2;
 
     fn dequantize_block(block: &[u8], out: &mut [f32]) {
-        out[0] = half::f16::from_le_bytes([block[0], block[1]]).to_f32();
+        out[0] = f16_bits_to_f32(u16::from_le_bytes([block[0], block[1]]));
     }
 
     /// Round to nearest even (IEEE), like ggml's `GGML_FP32_TO_FP16`.
@@ -35,6 +47,19 @@ mod tests {
         assert_eq!(out, [1.0, -5.0, 2f32.powi(-24), f32::INFINITY]);
         assert_eq!(F16::quantize(&out).unwrap(), bytes);
         testutil::check_dot_ref::<F16>(&bytes[..6], &[1.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn nan_payloads_are_kept() {
+        // signaling NaN 0x7C01 keeps its quiet bit clear; quiet NaN 0xFE01 keeps sign and payload
+        assert_eq!(f16_bits_to_f32(0x7C01).to_bits(), 0x7F80_2000);
+        assert_eq!(f16_bits_to_f32(0xFE01).to_bits(), 0xFFC0_2000);
+        for h in 0..=u16::MAX {
+            let f = f16_bits_to_f32(h);
+            if !f.is_nan() {
+                assert_eq!(f, half::f16::from_bits(h).to_f32());
+            }
+        }
     }
 
     #[test]
