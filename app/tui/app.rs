@@ -160,6 +160,9 @@ pub struct App {
     pub preset_errors: Vec<PresetError>,
     pub preset: Preset,
     pub notice: Option<Notice>,
+    /// Startup problems (bad preset, unreadable history) shown above the input until the first
+    /// message is sent, so a later notice cannot hide them.
+    pub banner: Vec<String>,
     pub conversation_id: String,
     pub created: u64,
     next_gen: u64,
@@ -191,6 +194,7 @@ impl App {
             preset_errors: Vec::new(),
             preset,
             notice: None,
+            banner: Vec::new(),
             conversation_id,
             created,
             next_gen: 1,
@@ -480,6 +484,7 @@ impl App {
         let text = self.input.take();
         self.push_message(Role::User, text, MsgStatus::Done);
         self.notice = None;
+        self.banner.clear();
         self.start_generation()
     }
 

@@ -97,7 +97,8 @@ fn build_app(opts: &Options, history: &HistoryStore) -> App {
         }
     }
     if let Some(n) = notice {
-        app.notify(Level::Error, n);
+        app.notify(Level::Error, n.clone());
+        app.banner.push(n);
     }
     app
 }

@@ -565,3 +565,72 @@ fn switching_preset_with_other_flags_restarts_with_its_load() {
     assert_eq!(flags.get("STRATA_MMVQ_KREG"), Some(&true));
     let _: &BTreeMap<String, bool> = flags;
 }
+
+#[test]
+fn bad_preset_starts_on_defaults_and_shows_the_error_with_position() {
+    use super::{build_app, Options};
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("mine.toml");
+    std::fs::write(&bad, "ctx = 1024\n[sampling]\ntop_q = 3\n").unwrap();
+    let history = crate::history::HistoryStore::new(dir.path().join("conv"));
+    let opts = Options {
+        preset: Some(bad.to_string_lossy().into_owned()),
+        ..Options::default()
+    };
+    let mut app = build_app(&opts, &history);
+    assert_eq!(app.preset.name, "default", "started on the defaults");
+    assert_eq!(app.banner.len(), 1);
+    assert!(
+        app.banner[0].contains("mine.toml:3:1") && app.banner[0].contains("top_q"),
+        "{:?}",
+        app.banner
+    );
+    assert!(app.preset_errors.iter().any(|e| e.line == 3));
+    // A later notice (engine death) does not hide it.
+    app.apply_client(ClientEvent::Died {
+        reason: "x".into(),
+        in_flight: vec![],
+    });
+    let screen = format!("{}", draw(&app, 120, 30).backend());
+    assert!(screen.contains("mine.toml:3:1"), "{screen}");
+
+    let app = build_app(
+        &Options {
+            preset: Some("no-such-preset".into()),
+            ..Options::default()
+        },
+        &history,
+    );
+    assert!(app.banner[0].contains("no such preset"), "{:?}", app.banner);
+}
+
+#[test]
+fn resume_reloads_a_saved_conversation_and_reports_a_corrupt_one() {
+    use super::{build_app, Options};
+    let dir = tempfile::tempdir().unwrap();
+    let history = crate::history::HistoryStore::new(dir.path().join("conv"));
+    let mut app = mid_conversation();
+    app.apply_event(turn(2, 60.0, Stop::Eos));
+    history.save(&app.conversation()).unwrap();
+    let resumed = build_app(
+        &Options {
+            resume: Some(None),
+            ..Options::default()
+        },
+        &history,
+    );
+    assert_eq!(resumed.conversation_id, app.conversation_id);
+    assert_eq!(resumed.messages.len(), 4);
+    assert_eq!(resumed.messages[1].content, REPLY);
+    std::fs::write(dir.path().join("conv/broken.json"), "{").unwrap();
+    let r = build_app(
+        &Options {
+            resume: Some(Some("broken".into())),
+            ..Options::default()
+        },
+        &history,
+    );
+    assert!(r.messages.is_empty());
+    assert!(r.banner[0].contains("moved it to"), "{:?}", r.banner);
+    assert!(dir.path().join("conv/broken.json.corrupt-1").exists());
+}

@@ -1,7 +1,7 @@
 //! The main screen layout: status bar, conversation + input, live panels, hint bar, overlays.
 
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::text::Span;
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 use ratatui::Frame;
 
@@ -50,12 +50,22 @@ pub fn draw(f: &mut Frame, app: &App) {
     } else {
         body
     };
-    let [chat, input] = Layout::vertical([
+    let banner_h = app.banner.len().min(3) as u16;
+    let [chat, banner, input] = Layout::vertical([
         Constraint::Fill(1),
+        Constraint::Length(banner_h),
         Constraint::Length(panes::input::height(app)),
     ])
     .areas(chat_col);
     panes::chat::render(app, f, chat);
+    if banner_h > 0 {
+        let lines: Vec<Line> = app
+            .banner
+            .iter()
+            .map(|b| Line::from(Span::styled(format!("✗ {b}"), theme::ERROR)))
+            .collect();
+        f.render_widget(Paragraph::new(lines), banner);
+    }
     panes::input::render(app, f, input);
     match app.overlay {
         Overlay::None => {}
