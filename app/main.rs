@@ -10,11 +10,7 @@ mod tui;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "strata",
-    version,
-    about = "Terminal chat with a built-in SYCL LLM engine"
-)]
+#[command(name = "strata", version, about = "Terminal chat with a built-in SYCL LLM engine")]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
