@@ -1,7 +1,11 @@
 //! The `strata` binary: the TUI (no subcommand), the engine process (`strata engine`), and the
 //! command-line tools.
 
+mod client;
 mod cmd;
+mod history;
+mod presets;
+mod tui;
 
 use clap::{Parser, Subcommand};
 
@@ -14,6 +18,15 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// TUI: start with this preset (a name from `config/` or the user's presets, or a .toml path).
+    #[arg(long, value_name = "NAME")]
+    preset: Option<String>,
+    /// TUI: reopen a saved conversation (the latest without ID).
+    #[arg(long, value_name = "ID", num_args = 0..=1)]
+    resume: Option<Option<String>>,
+    /// TUI: use this GGUF model instead of the preset's.
+    #[arg(long, value_name = "PATH")]
+    model: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -31,9 +44,11 @@ fn main() {
     let result = match cli.command {
         Some(Command::Devices(a)) => cmd::devices::run(a),
         Some(Command::Inspect(a)) => cmd::inspect::run(a),
-        None => Err(anyhow::anyhow!(
-            "the TUI is not built yet; see `strata --help`"
-        )),
+        None => tui::run(tui::Options {
+            preset: cli.preset,
+            resume: cli.resume,
+            model: cli.model,
+        }),
     };
     if let Err(e) = result {
         eprintln!("strata: {e:#}");

@@ -4,6 +4,7 @@
 
 pub mod gguf;
 pub mod paths;
+pub mod protocol;
 pub mod quant;
 pub mod sycl;
 pub mod tokenizer;

@@ -1,0 +1,549 @@
+//! The engine-process client: runs `strata engine` as a child, speaks the JSON-lines protocol
+//! (`docs/protocol.md`), notices when the engine dies or stops answering, and restarts it with
+//! backoff. Everything the app learns arrives as [`ClientEvent`]s on one channel.
+//!
+//! It depends only on `strata::protocol`, tokio and tracing, so the integration tests include this
+//! file as a module and drive it against the real binary.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use strata::protocol::{decode_event, Event, Load, Request};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+/// How to start the engine.
+#[derive(Debug, Clone)]
+pub struct Spawn {
+    pub program: PathBuf,
+    /// Arguments, normally `["engine"]`.
+    pub args: Vec<String>,
+    /// Kernel flags: `true` sets `NAME=1`, `false` removes `NAME` from the child's environment.
+    pub flags: BTreeMap<String, bool>,
+    /// Silence on stdout this long while a request is outstanding counts as a hang.
+    pub hang_timeout: Duration,
+    pub backoff: Backoff,
+}
+
+impl Spawn {
+    /// `strata engine` from the running executable.
+    pub fn current_exe(flags: BTreeMap<String, bool>) -> anyhow::Result<Spawn> {
+        let program = std::env::current_exe().map_err(|e| {
+            anyhow::anyhow!("cannot find the strata executable to run the engine: {e}")
+        })?;
+        Ok(Spawn {
+            program,
+            args: vec!["engine".into()],
+            flags,
+            hang_timeout: Duration::from_secs(30),
+            backoff: Backoff::default(),
+        })
+    }
+}
+
+/// Exponential restart backoff with a cap on consecutive attempts, so a crashing engine is not
+/// restarted in a loop: `base`, 2·`base`, 4·`base`, … for `max_attempts` attempts, then give up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Backoff {
+    pub base: Duration,
+    pub max_attempts: u32,
+    attempt: u32,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff::new(Duration::from_millis(500), 6)
+    }
+}
+
+impl Backoff {
+    pub fn new(base: Duration, max_attempts: u32) -> Backoff {
+        Backoff {
+            base,
+            max_attempts,
+            attempt: 0,
+        }
+    }
+
+    /// The delay before the next restart attempt, or None once the attempts are used up.
+    pub fn next_delay(&mut self) -> Option<Duration> {
+        if self.attempt >= self.max_attempts {
+            return None;
+        }
+        let d = self.base.saturating_mul(1u32 << self.attempt.min(16));
+        self.attempt += 1;
+        Some(d)
+    }
+
+    /// Attempts made since the last success.
+    pub fn attempts(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The engine is healthy again (it answered `loaded`): forget the failure streak.
+    pub fn reset(&mut self) {
+        self.attempt = 0;
+    }
+}
+
+/// What the client tells the app.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientEvent {
+    /// A new engine process is running.
+    Spawned { pid: u32 },
+    /// A protocol event from the engine.
+    Engine(Event),
+    /// The engine died or was killed for hanging. `in_flight` are the `generate` ids that will
+    /// never get their `turn`.
+    Died { reason: String, in_flight: Vec<u64> },
+    /// A restart after a death is scheduled.
+    Restarting { attempt: u32, delay: Duration },
+    /// Too many consecutive failures: no more automatic restarts.
+    GaveUp { attempts: u32 },
+    /// A deliberate restart (new flags) finished: time from the restart request to `loaded`.
+    Restarted { ms: f64 },
+    /// A request could not be sent because no engine is running.
+    Dropped(Request),
+    /// A stdout line that is not a protocol event (logged, skipped).
+    BadLine(String),
+}
+
+enum Cmd {
+    Send(Request),
+    Restart(BTreeMap<String, bool>, Option<Load>),
+    RetryNow,
+    Shutdown(tokio::sync::oneshot::Sender<()>),
+}
+
+/// Handle to the supervisor task. Cheap to clone.
+#[derive(Clone)]
+pub struct EngineClient {
+    cmd: mpsc::UnboundedSender<Cmd>,
+}
+
+impl EngineClient {
+    /// Spawns the engine and its supervisor task on the current tokio runtime.
+    pub fn start(spawn: Spawn, events: mpsc::UnboundedSender<ClientEvent>) -> EngineClient {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(supervise(spawn, rx, events));
+        EngineClient { cmd: tx }
+    }
+
+    pub fn send(&self, req: Request) {
+        // A closed channel means the supervisor is gone (shutdown): nothing left to tell.
+        let _ = self.cmd.send(Cmd::Send(req));
+    }
+
+    /// Restart the engine with these kernel flags, then load `load` (None: the last model).
+    pub fn restart(&self, flags: BTreeMap<String, bool>, load: Option<Load>) {
+        let _ = self.cmd.send(Cmd::Restart(flags, load));
+    }
+
+    /// Restart now (after the client gave up, or to skip the backoff wait).
+    pub fn retry_now(&self) {
+        let _ = self.cmd.send(Cmd::RetryNow);
+    }
+
+    /// Ask the engine to exit (kill it after 3 s) and stop the supervisor.
+    pub async fn shutdown(&self) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.cmd.send(Cmd::Shutdown(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+struct Running {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::UnboundedReceiver<String>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    last_heard: Instant,
+}
+
+/// Requests awaiting an answer, for hang detection and for reporting lost generations.
+#[derive(Default)]
+struct Outstanding {
+    loading: bool,
+    stats: bool,
+    generating: BTreeSet<u64>,
+}
+
+impl Outstanding {
+    fn any(&self) -> bool {
+        self.loading || self.stats || !self.generating.is_empty()
+    }
+
+    fn on_request(&mut self, r: &Request) {
+        match r {
+            Request::Load(_) => self.loading = true,
+            Request::Stats {} => self.stats = true,
+            Request::Generate(g) => {
+                self.generating.insert(g.id);
+            }
+            Request::Cancel { .. } | Request::Shutdown {} => {}
+        }
+    }
+
+    fn on_event(&mut self, e: &Event) {
+        match e {
+            Event::Loaded(_) => self.loading = false,
+            Event::Devices(_) => self.stats = false,
+            Event::Turn(t) => {
+                self.generating.remove(&t.id);
+            }
+            Event::Error(err) if err.id.is_none() => self.loading = false,
+            _ => {}
+        }
+    }
+}
+
+struct Supervisor {
+    spawn: Spawn,
+    events: mpsc::UnboundedSender<ClientEvent>,
+    running: Option<Running>,
+    out: Outstanding,
+    last_load: Option<Load>,
+    retry_at: Option<tokio::time::Instant>,
+    /// Set by a deliberate restart; cleared (and reported) at the next `loaded`.
+    restart_started: Option<Instant>,
+}
+
+async fn supervise(
+    spawn: Spawn,
+    mut cmds: mpsc::UnboundedReceiver<Cmd>,
+    events: mpsc::UnboundedSender<ClientEvent>,
+) {
+    let mut s = Supervisor {
+        spawn,
+        events,
+        running: None,
+        out: Outstanding::default(),
+        last_load: None,
+        retry_at: None,
+        restart_started: None,
+    };
+    s.start_process().await;
+    let mut hang_check = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        let retry_at = s.retry_at;
+        tokio::select! {
+            cmd = cmds.recv() => match cmd {
+                Some(Cmd::Send(r)) => s.send(r).await,
+                Some(Cmd::Restart(flags, load)) => {
+                    s.restart_started = Some(Instant::now());
+                    s.stop_process().await;
+                    if load.is_some() {
+                        s.last_load = load;
+                    }
+                    s.spawn.flags = flags;
+                    s.spawn.backoff.reset();
+                    s.start_process().await;
+                }
+                Some(Cmd::RetryNow) => {
+                    if s.running.is_none() {
+                        s.spawn.backoff.reset();
+                        s.retry_at = None;
+                        s.start_process().await;
+                    }
+                }
+                Some(Cmd::Shutdown(done)) => {
+                    s.stop_process().await;
+                    let _ = done.send(());
+                    return;
+                }
+                None => {
+                    s.stop_process().await;
+                    return;
+                }
+            },
+            line = next_line(&mut s.running) => match line {
+                Some(l) => s.on_line(l),
+                None => s.died(None).await,
+            },
+            _ = sleep_until_opt(retry_at) => {
+                s.retry_at = None;
+                s.start_process().await;
+            }
+            _ = hang_check.tick() => {
+                let hung = s.running.as_ref().is_some_and(|r| r.last_heard.elapsed() > s.spawn.hang_timeout);
+                if hung && s.out.any() {
+                    let secs = s.spawn.hang_timeout.as_secs_f64();
+                    s.died(Some(format!("the engine did not answer for {secs:.0} s and was killed"))).await;
+                }
+            }
+        }
+    }
+}
+
+async fn next_line(running: &mut Option<Running>) -> Option<String> {
+    match running {
+        Some(r) => r.lines.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Supervisor {
+    fn emit(&self, e: ClientEvent) {
+        // The app dropped its receiver: it is exiting, nobody to tell.
+        let _ = self.events.send(e);
+    }
+
+    async fn start_process(&mut self) {
+        match spawn_child(&self.spawn) {
+            Ok(r) => {
+                let pid = r.child.id().unwrap_or(0);
+                tracing::info!(pid, flags = ?self.spawn.flags, "engine started");
+                self.running = Some(r);
+                self.out = Outstanding::default();
+                self.emit(ClientEvent::Spawned { pid });
+                if let Some(load) = self.last_load.clone() {
+                    self.send(Request::Load(load)).await;
+                }
+            }
+            Err(e) => {
+                tracing::error!("cannot start the engine: {e:#}");
+                self.schedule_restart(format!("cannot start the engine: {e:#}"), Vec::new());
+            }
+        }
+    }
+
+    async fn send(&mut self, req: Request) {
+        if let Request::Load(l) = &req {
+            self.last_load = Some(l.clone());
+        }
+        let Some(r) = self.running.as_mut() else {
+            self.emit(ClientEvent::Dropped(req));
+            return;
+        };
+        if !self.out.any() {
+            // Silence before this request was not owed; start the hang clock now.
+            r.last_heard = Instant::now();
+        }
+        self.out.on_request(&req);
+        let line = req.to_line();
+        let res = async {
+            r.stdin.write_all(line.as_bytes()).await?;
+            r.stdin.flush().await
+        }
+        .await;
+        if let Err(e) = res {
+            tracing::warn!("writing to the engine failed: {e}");
+            // The read side will see EOF and report the death; keep nothing half-sent.
+        }
+    }
+
+    fn on_line(&mut self, line: String) {
+        if let Some(r) = self.running.as_mut() {
+            r.last_heard = Instant::now();
+        }
+        match decode_event(&line) {
+            Ok(ev) => {
+                self.out.on_event(&ev);
+                if let Event::Loaded(_) = ev {
+                    self.spawn.backoff.reset();
+                    if let Some(t0) = self.restart_started.take() {
+                        self.emit(ClientEvent::Engine(ev));
+                        self.emit(ClientEvent::Restarted {
+                            ms: t0.elapsed().as_secs_f64() * 1e3,
+                        });
+                        return;
+                    }
+                }
+                self.emit(ClientEvent::Engine(ev));
+            }
+            Err(e) => {
+                tracing::warn!("{e}");
+                self.emit(ClientEvent::BadLine(line));
+            }
+        }
+    }
+
+    /// The process is gone (stdout EOF) or hung (`reason` given): reap it and schedule a restart.
+    async fn died(&mut self, hung: Option<String>) {
+        let Some(mut r) = self.running.take() else {
+            return;
+        };
+        if hung.is_some() {
+            let _ = r.child.start_kill();
+        }
+        let status = match tokio::time::timeout(Duration::from_secs(3), r.child.wait()).await {
+            Ok(Ok(st)) => st.to_string(),
+            Ok(Err(e)) => format!("wait failed: {e}"),
+            Err(_) => {
+                let _ = r.child.start_kill();
+                let _ = r.child.wait().await;
+                "closed its output and was killed".to_string()
+            }
+        };
+        let tail = last_stderr_line(&r.stderr_tail);
+        let mut reason = hung.unwrap_or_else(|| format!("the engine exited ({status})"));
+        if let Some(t) = tail {
+            reason.push_str(": ");
+            reason.push_str(&t);
+        }
+        tracing::error!("{reason}");
+        let in_flight: Vec<u64> = std::mem::take(&mut self.out.generating)
+            .into_iter()
+            .collect();
+        self.out = Outstanding::default();
+        self.restart_started = None;
+        self.schedule_restart(reason, in_flight);
+    }
+
+    fn schedule_restart(&mut self, reason: String, in_flight: Vec<u64>) {
+        self.emit(ClientEvent::Died { reason, in_flight });
+        match self.spawn.backoff.next_delay() {
+            Some(delay) => {
+                self.retry_at = Some(tokio::time::Instant::now() + delay);
+                self.emit(ClientEvent::Restarting {
+                    attempt: self.spawn.backoff.attempts(),
+                    delay,
+                });
+            }
+            None => {
+                self.retry_at = None;
+                self.emit(ClientEvent::GaveUp {
+                    attempts: self.spawn.backoff.attempts(),
+                });
+            }
+        }
+    }
+
+    /// Polite stop: `shutdown`, 3 s grace, then kill.
+    async fn stop_process(&mut self) {
+        self.retry_at = None;
+        let Some(mut r) = self.running.take() else {
+            return;
+        };
+        let _ = r
+            .stdin
+            .write_all(Request::Shutdown {}.to_line().as_bytes())
+            .await;
+        let _ = r.stdin.flush().await;
+        drop(r.stdin);
+        if tokio::time::timeout(Duration::from_secs(3), r.child.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("the engine ignored shutdown for 3 s; killing it");
+            let _ = r.child.start_kill();
+            let _ = r.child.wait().await;
+        }
+        self.out = Outstanding::default();
+    }
+}
+
+fn last_stderr_line(tail: &Arc<Mutex<VecDeque<String>>>) -> Option<String> {
+    // A poisoned lock only means a logging task panicked mid-push; the lines are still usable.
+    let t = tail.lock().unwrap_or_else(|p| p.into_inner());
+    t.iter().rev().find(|l| !l.trim().is_empty()).cloned()
+}
+
+fn spawn_child(spawn: &Spawn) -> anyhow::Result<Running> {
+    let mut cmd = Command::new(&spawn.program);
+    cmd.args(&spawn.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for (name, on) in &spawn.flags {
+        if *on {
+            cmd.env(name, "1");
+        } else {
+            cmd.env_remove(name);
+        }
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        anyhow::anyhow!("{} {}: {e}", spawn.program.display(), spawn.args.join(" "))
+    })?;
+    // All three were requested as pipes just above, so they are present.
+    let stdin = child.stdin.take().expect("stdin piped");
+    let stdout = child.stdout.take().expect("stdout piped");
+    let stderr = child.stderr.take().expect("stderr piped");
+
+    let (tx, lines) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut rd = BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = rd.next_line().await {
+            if line.trim().is_empty() {
+                continue;
+            }
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+    let tail = stderr_tail.clone();
+    tokio::spawn(async move {
+        let mut rd = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = rd.next_line().await {
+            tracing::info!(target: "engine", "{line}");
+            let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+            if t.len() == 20 {
+                t.pop_front();
+            }
+            t.push_back(line);
+        }
+    });
+    Ok(Running {
+        child,
+        stdin,
+        lines,
+        stderr_tail,
+        last_heard: Instant::now(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_then_gives_up_and_resets() {
+        let mut b = Backoff::new(Duration::from_millis(500), 6);
+        let got: Vec<u64> = std::iter::from_fn(|| b.next_delay())
+            .map(|d| d.as_millis() as u64)
+            .collect();
+        assert_eq!(got, vec![500, 1000, 2000, 4000, 8000, 16000]);
+        assert_eq!(b.next_delay(), None, "no seventh attempt: no restart loop");
+        assert_eq!(b.attempts(), 6);
+        b.reset();
+        assert_eq!(b.next_delay(), Some(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn outstanding_tracks_requests_until_answered() {
+        use strata::protocol::*;
+        let mut o = Outstanding::default();
+        assert!(!o.any());
+        o.on_request(&Request::Generate(Generate {
+            id: 3,
+            messages: vec![],
+            sampling: Sampling::default(),
+            spec: None,
+        }));
+        o.on_request(&Request::Stats {});
+        assert!(o.any());
+        o.on_event(&Event::Devices(Devices { cards: vec![] }));
+        assert!(o.any(), "generation 3 still owes a turn");
+        let turn: Event = decode_event(
+            r#"{"type":"turn","id":3,"prefill_tokens":1,"prefill_ms":1,"prefill_tps":1,"decode_tokens":1,"decode_ms":1,"decode_tps":1,"windows":1,"tokens_per_window":1,"proposed":0,"accepted":0,"acceptance":0,"mean_accepted_len":0,"ttft_ms":1,"stop":"eos"}"#,
+        )
+        .unwrap();
+        o.on_event(&turn);
+        assert!(!o.any());
+    }
+}

@@ -1,0 +1,770 @@
+//! The application state. Every pane is a pure function of [`App`]; the state changes only
+//! through [`App::apply_client`] / [`App::apply_event`] (what the engine says) and
+//! [`App::handle_key`] (what the user does), which return [`Action`]s for the runtime to perform.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+
+use ratatui::crossterm::event::{
+    KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind,
+};
+use strata::protocol::{
+    ChatMessage, Devices, Event, Generate, Hello, Load, Loaded, Request, Role, Stop, Turn,
+};
+
+use super::input::Input;
+use super::panes::chat::ChatCache;
+use super::stats::{Metrics, Summary};
+use super::{flags, strings};
+use crate::client::ClientEvent;
+use crate::history::{Conversation, SavedMessage, FORMAT_VERSION};
+use crate::presets::{Preset, PresetError};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum MsgStatus {
+    Streaming,
+    Done,
+    /// The engine died or disappeared mid-reply.
+    Interrupted,
+    /// The user pressed Esc.
+    Stopped,
+    Failed(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatEntry {
+    /// Stable identity for the render cache.
+    pub uid: u64,
+    pub role: Role,
+    pub content: String,
+    pub status: MsgStatus,
+    /// Bumped on every change, so the cache knows to re-render.
+    pub rev: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineState {
+    Starting,
+    Loading {
+        stage: String,
+        done: u64,
+        total: u64,
+    },
+    Ready,
+    Generating(u64),
+    Restarting {
+        attempt: u32,
+        delay_ms: u64,
+    },
+    /// Not running and not coming back on its own (gave up, or no model to load).
+    Down(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overlay {
+    None,
+    Help,
+    Toggles { cursor: usize },
+    Presets { cursor: usize },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warn,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    pub level: Level,
+    pub text: String,
+}
+
+/// Side effects the runtime carries out for the app.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Send(Request),
+    /// Restart the engine with these flags; with `load`, load that instead of the last model.
+    Restart {
+        flags: BTreeMap<String, bool>,
+        load: Option<Load>,
+    },
+    RetryEngine,
+    Copy(String),
+    Save,
+    Export,
+    /// Save this conversation and start an empty one (the runtime picks the new id).
+    NewConversation,
+    Quit,
+}
+
+/// Scroll position of the conversation: following the bottom, or pinned at a top line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Scroll {
+    pinned_top: Option<usize>,
+}
+
+impl Scroll {
+    pub fn following(&self) -> bool {
+        self.pinned_top.is_none()
+    }
+
+    /// First visible line for `total` lines in a view `height` high.
+    pub fn top(&self, total: usize, height: usize) -> usize {
+        let bottom = total.saturating_sub(height);
+        self.pinned_top.map_or(bottom, |t| t.min(bottom))
+    }
+
+    pub fn up(&mut self, n: usize, total: usize, height: usize) {
+        if total <= height {
+            return;
+        }
+        self.pinned_top = Some(self.top(total, height).saturating_sub(n));
+    }
+
+    /// Scrolling down to the bottom resumes following the stream.
+    pub fn down(&mut self, n: usize, total: usize, height: usize) {
+        let Some(t) = self.pinned_top else { return };
+        let next = t.min(total.saturating_sub(height)) + n;
+        self.pinned_top = (next < total.saturating_sub(height)).then_some(next);
+    }
+
+    pub fn follow_bottom(&mut self) {
+        self.pinned_top = None;
+    }
+}
+
+pub struct App {
+    pub messages: Vec<ChatEntry>,
+    next_uid: u64,
+    pub scroll: Scroll,
+    /// (total lines, view height) of the last chat render, for scroll keys.
+    pub chat_geometry: Cell<(usize, usize)>,
+    pub chat_cache: ChatCache,
+    pub input: Input,
+    pub engine: EngineState,
+    pub hello: Option<Hello>,
+    pub loaded: Option<Loaded>,
+    pub devices: Option<Devices>,
+    pub metrics: Metrics,
+    /// Medians under the previous flag set (A/B).
+    pub previous: Option<Summary>,
+    /// Flags as edited in the toggles pane (applied on Enter).
+    pub pending_flags: BTreeMap<String, bool>,
+    /// Flags the running engine was started with (from `hello`, else what we asked for).
+    pub active_flags: BTreeMap<String, bool>,
+    pub last_restart_ms: Option<f64>,
+    pub overlay: Overlay,
+    pub presets: Vec<Preset>,
+    pub preset_errors: Vec<PresetError>,
+    pub preset: Preset,
+    pub notice: Option<Notice>,
+    /// Startup problems (bad preset, unreadable history) shown above the input until the first
+    /// message is sent, so a later notice cannot hide them.
+    pub banner: Vec<String>,
+    pub conversation_id: String,
+    pub created: u64,
+    next_gen: u64,
+    current_gen: Option<u64>,
+    pub quit: bool,
+}
+
+impl App {
+    pub fn new(preset: Preset, presets: Vec<Preset>, conversation_id: String, created: u64) -> App {
+        let flags = preset.flag_env();
+        App {
+            messages: Vec::new(),
+            next_uid: 1,
+            scroll: Scroll::default(),
+            chat_geometry: Cell::new((0, 0)),
+            chat_cache: ChatCache::default(),
+            input: Input::default(),
+            engine: EngineState::Starting,
+            hello: None,
+            loaded: None,
+            devices: None,
+            metrics: Metrics::default(),
+            previous: None,
+            pending_flags: flags.clone(),
+            active_flags: flags,
+            last_restart_ms: None,
+            overlay: Overlay::None,
+            presets,
+            preset_errors: Vec::new(),
+            preset,
+            notice: None,
+            banner: Vec::new(),
+            conversation_id,
+            created,
+            next_gen: 1,
+            current_gen: None,
+            quit: false,
+        }
+    }
+
+    pub fn notify(&mut self, level: Level, text: impl Into<String>) {
+        self.notice = Some(Notice {
+            level,
+            text: text.into(),
+        });
+    }
+
+    fn push_message(&mut self, role: Role, content: String, status: MsgStatus) {
+        let uid = self.next_uid;
+        self.next_uid += 1;
+        self.messages.push(ChatEntry {
+            uid,
+            role,
+            content,
+            status,
+            rev: 0,
+        });
+    }
+
+    fn streaming_mut(&mut self) -> Option<&mut ChatEntry> {
+        self.messages
+            .last_mut()
+            .filter(|m| m.status == MsgStatus::Streaming)
+    }
+
+    fn finish_streaming(&mut self, status: MsgStatus) {
+        if let Some(m) = self.streaming_mut() {
+            m.status = status;
+            m.rev += 1;
+        }
+        self.current_gen = None;
+    }
+
+    /// Restores a saved conversation.
+    pub fn load_conversation(&mut self, c: Conversation) {
+        self.messages.clear();
+        self.conversation_id = c.id;
+        self.created = c.created;
+        for m in c.messages {
+            let st = if m.interrupted {
+                MsgStatus::Interrupted
+            } else {
+                MsgStatus::Done
+            };
+            self.push_message(m.role, m.content, st);
+        }
+        self.scroll.follow_bottom();
+    }
+
+    pub fn conversation(&self) -> Conversation {
+        Conversation {
+            version: FORMAT_VERSION,
+            id: self.conversation_id.clone(),
+            created: self.created,
+            preset: self.preset.name.clone(),
+            model: self.loaded.as_ref().map_or_else(
+                || self.preset.model.clone().unwrap_or_default(),
+                |l| l.model.clone(),
+            ),
+            messages: self
+                .messages
+                .iter()
+                .filter(|m| !(m.role == Role::Assistant && m.content.is_empty()))
+                .map(|m| SavedMessage {
+                    role: m.role,
+                    content: m.content.clone(),
+                    interrupted: matches!(
+                        m.status,
+                        MsgStatus::Interrupted | MsgStatus::Stopped | MsgStatus::Streaming
+                    ),
+                })
+                .collect(),
+        }
+    }
+
+    // ---- engine side ----
+
+    pub fn apply_client(&mut self, ev: ClientEvent) -> Vec<Action> {
+        match ev {
+            ClientEvent::Spawned { .. } => {
+                self.engine = EngineState::Starting;
+                Vec::new()
+            }
+            ClientEvent::Engine(e) => self.apply_event(e),
+            ClientEvent::Died { reason, in_flight } => {
+                let lost = self.current_gen.is_some_and(|g| in_flight.contains(&g))
+                    || self.current_gen.is_some();
+                if lost {
+                    self.finish_streaming(MsgStatus::Interrupted);
+                }
+                self.notify(Level::Error, strings::engine_died(&reason));
+                self.engine = EngineState::Down(reason);
+                if lost {
+                    vec![Action::Save]
+                } else {
+                    Vec::new()
+                }
+            }
+            ClientEvent::Restarting { attempt, delay } => {
+                self.engine = EngineState::Restarting {
+                    attempt,
+                    delay_ms: delay.as_millis() as u64,
+                };
+                Vec::new()
+            }
+            ClientEvent::GaveUp { attempts } => {
+                let msg = strings::gave_up(attempts);
+                self.notify(Level::Error, msg.clone());
+                self.engine = EngineState::Down(msg);
+                Vec::new()
+            }
+            ClientEvent::Restarted { ms } => {
+                self.last_restart_ms = Some(ms);
+                self.notify(Level::Info, strings::restarted(ms));
+                Vec::new()
+            }
+            ClientEvent::Dropped(Request::Generate(g)) if Some(g.id) == self.current_gen => {
+                self.finish_streaming(MsgStatus::Interrupted);
+                self.notify(Level::Error, strings::NOT_READY);
+                vec![Action::Save]
+            }
+            ClientEvent::Dropped(_) => Vec::new(),
+            ClientEvent::BadLine(l) => {
+                self.notify(
+                    Level::Warn,
+                    format!(
+                        "engine sent a line that is not protocol: {}",
+                        truncate(&l, 60)
+                    ),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    pub fn apply_event(&mut self, ev: Event) -> Vec<Action> {
+        match ev {
+            Event::Hello(h) => {
+                let mut flags = self.active_flags.clone();
+                flags.extend(h.flags.clone());
+                self.active_flags = flags.clone();
+                self.pending_flags = flags;
+                self.hello = Some(h);
+                if !matches!(self.engine, EngineState::Loading { .. }) {
+                    self.engine = EngineState::Starting;
+                }
+            }
+            Event::Progress(p) => {
+                self.engine = EngineState::Loading {
+                    stage: p.stage,
+                    done: p.done,
+                    total: p.total,
+                };
+            }
+            Event::Loaded(l) => {
+                self.loaded = Some(l);
+                self.engine = EngineState::Ready;
+            }
+            Event::Token(t) => {
+                if Some(t.id) == self.current_gen {
+                    if let Some(m) = self.streaming_mut() {
+                        m.content.push_str(&t.text);
+                        m.rev += 1;
+                    }
+                }
+            }
+            Event::Window(w) => self.metrics.on_window(&w),
+            Event::Turn(t) => return self.on_turn(t),
+            Event::Devices(d) => self.devices = Some(d),
+            Event::Error(e) => {
+                if e.id.is_some() && e.id == self.current_gen {
+                    if let Some(m) = self.streaming_mut() {
+                        m.status = MsgStatus::Failed(e.message.clone());
+                        m.rev += 1;
+                    }
+                } else if e.id.is_none()
+                    && matches!(
+                        self.engine,
+                        EngineState::Loading { .. } | EngineState::Starting
+                    )
+                {
+                    self.engine = EngineState::Down(e.message.clone());
+                }
+                self.notify(Level::Error, format!("engine: {}", e.message));
+            }
+            Event::Unknown => {}
+        }
+        Vec::new()
+    }
+
+    fn on_turn(&mut self, t: Turn) -> Vec<Action> {
+        self.metrics.on_turn(&t);
+        if Some(t.id) != self.current_gen {
+            return Vec::new();
+        }
+        let status = match t.stop {
+            Stop::Cancelled => MsgStatus::Stopped,
+            Stop::Error => match self.messages.last().map(|m| &m.status) {
+                Some(MsgStatus::Failed(f)) => MsgStatus::Failed(f.clone()),
+                _ => MsgStatus::Failed("the engine reported an error".into()),
+            },
+            Stop::Eos | Stop::StopString | Stop::MaxTokens => MsgStatus::Done,
+        };
+        // A Failed status set by the error event is not Streaming any more: finish it directly.
+        if let Some(m) = self
+            .messages
+            .last_mut()
+            .filter(|m| m.role == Role::Assistant)
+        {
+            if matches!(m.status, MsgStatus::Streaming | MsgStatus::Failed(_)) {
+                m.status = status;
+                m.rev += 1;
+            }
+        }
+        self.current_gen = None;
+        if matches!(self.engine, EngineState::Generating(_)) {
+            self.engine = EngineState::Ready;
+        }
+        vec![Action::Save]
+    }
+
+    // ---- user side ----
+
+    fn history_for_engine(&self) -> Vec<ChatMessage> {
+        let mut msgs = Vec::new();
+        if !self.preset.system_prompt.trim().is_empty() {
+            msgs.push(ChatMessage {
+                role: Role::System,
+                content: self.preset.system_prompt.clone(),
+            });
+        }
+        for m in &self.messages {
+            if m.status == MsgStatus::Streaming
+                || matches!(m.status, MsgStatus::Failed(_))
+                || m.content.is_empty()
+            {
+                continue;
+            }
+            msgs.push(ChatMessage {
+                role: m.role,
+                content: m.content.clone(),
+            });
+        }
+        msgs
+    }
+
+    fn start_generation(&mut self) -> Vec<Action> {
+        let messages = self.history_for_engine();
+        let id = self.next_gen;
+        self.next_gen += 1;
+        self.push_message(Role::Assistant, String::new(), MsgStatus::Streaming);
+        self.current_gen = Some(id);
+        self.engine = EngineState::Generating(id);
+        self.scroll.follow_bottom();
+        vec![Action::Send(Request::Generate(Generate {
+            id,
+            messages,
+            sampling: self.preset.sampling.clone(),
+            spec: None,
+        }))]
+    }
+
+    fn can_generate(&mut self) -> bool {
+        if self.current_gen.is_some() {
+            self.notify(Level::Warn, strings::BUSY);
+            return false;
+        }
+        if self.engine != EngineState::Ready {
+            self.notify(Level::Warn, strings::NOT_READY);
+            return false;
+        }
+        true
+    }
+
+    pub fn submit(&mut self) -> Vec<Action> {
+        if self.input.text().trim().is_empty() || !self.can_generate() {
+            return Vec::new();
+        }
+        let text = self.input.take();
+        self.push_message(Role::User, text, MsgStatus::Done);
+        self.notice = None;
+        self.banner.clear();
+        self.start_generation()
+    }
+
+    pub fn regenerate(&mut self) -> Vec<Action> {
+        if !self.can_generate() {
+            return Vec::new();
+        }
+        if self
+            .messages
+            .last()
+            .is_some_and(|m| m.role == Role::Assistant)
+        {
+            self.messages.pop();
+        }
+        if !self.messages.last().is_some_and(|m| m.role == Role::User) {
+            self.notify(Level::Warn, strings::NOTHING_TO_REGEN);
+            return Vec::new();
+        }
+        self.start_generation()
+    }
+
+    pub fn stop(&mut self) -> Vec<Action> {
+        match self.current_gen {
+            Some(id) => vec![Action::Send(Request::Cancel { id })],
+            None => Vec::new(),
+        }
+    }
+
+    fn copy_last(&mut self) -> Vec<Action> {
+        match self
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant && !m.content.is_empty())
+        {
+            Some(m) => {
+                let text = m.content.clone();
+                self.notify(Level::Info, strings::COPIED);
+                vec![Action::Copy(text)]
+            }
+            None => {
+                self.notify(Level::Warn, strings::NOTHING_TO_COPY);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Call after saving the current one. Returns the cancel of a running generation, if any.
+    pub fn new_conversation(&mut self, id: String, created: u64) -> Vec<Action> {
+        let acts = self.stop();
+        self.current_gen = None;
+        self.messages.clear();
+        self.conversation_id = id;
+        self.created = created;
+        self.scroll.follow_bottom();
+        if self.engine.is_busy() {
+            self.engine = EngineState::Ready;
+        }
+        acts
+    }
+
+    /// The flag names the toggles pane lists: the known ones, then any extra the engine reported.
+    pub fn flag_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = flags::KNOWN.iter().map(|f| f.name.to_string()).collect();
+        for k in self.pending_flags.keys() {
+            if !names.contains(k) {
+                names.push(k.clone());
+            }
+        }
+        names
+    }
+
+    /// Applies the toggles: keep this flag set's medians for comparison, restart the engine.
+    pub fn apply_flags(&mut self) -> Vec<Action> {
+        self.overlay = Overlay::None;
+        if self.pending_flags == self.active_flags {
+            return Vec::new();
+        }
+        let mut acts = self.stop();
+        if self.metrics.windows > 0 || self.metrics.turns > 0 {
+            self.previous = Some(self.metrics.summary(&self.active_flags));
+        }
+        self.metrics = Metrics::default();
+        self.active_flags = self.pending_flags.clone();
+        self.engine = EngineState::Starting;
+        acts.push(Action::Restart {
+            flags: self.pending_flags.clone(),
+            load: None,
+        });
+        acts
+    }
+
+    pub fn switch_preset(&mut self, p: Preset) -> Vec<Action> {
+        self.overlay = Overlay::None;
+        let load = match p.load_request() {
+            Ok(l) => l,
+            Err(e) => {
+                self.notify(Level::Error, e);
+                return Vec::new();
+            }
+        };
+        let mut acts = self.stop();
+        let flags = p.flag_env();
+        self.preset = p;
+        self.engine = EngineState::Loading {
+            stage: "load".into(),
+            done: 0,
+            total: 0,
+        };
+        if flags != self.active_flags {
+            if self.metrics.turns > 0 {
+                self.previous = Some(self.metrics.summary(&self.active_flags));
+            }
+            self.metrics = Metrics::default();
+            self.active_flags = flags.clone();
+            self.pending_flags = flags.clone();
+            acts.push(Action::Restart {
+                flags,
+                load: Some(load),
+            });
+        } else {
+            acts.push(Action::Send(Request::Load(load)));
+        }
+        acts
+    }
+
+    pub fn handle_mouse(&mut self, m: MouseEvent) {
+        let (total, height) = self.chat_geometry.get();
+        match m.kind {
+            MouseEventKind::ScrollUp => self.scroll.up(3, total, height),
+            MouseEventKind::ScrollDown => self.scroll.down(3, total, height),
+            _ => {}
+        }
+    }
+
+    pub fn handle_paste(&mut self, text: &str) {
+        if self.overlay == Overlay::None {
+            self.input.insert_str(text);
+        }
+    }
+
+    pub fn handle_key(&mut self, k: KeyEvent) -> Vec<Action> {
+        if k.kind == KeyEventKind::Release {
+            return Vec::new();
+        }
+        let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+        // Global keys first.
+        match k.code {
+            KeyCode::Char('c') | KeyCode::Char('q') if ctrl => {
+                self.quit = true;
+                return vec![Action::Save, Action::Quit];
+            }
+            _ => {}
+        }
+        match self.overlay {
+            Overlay::Help => {
+                if matches!(
+                    k.code,
+                    KeyCode::Esc | KeyCode::Char('?') | KeyCode::F(1) | KeyCode::Char('q')
+                ) {
+                    self.overlay = Overlay::None;
+                }
+                return Vec::new();
+            }
+            Overlay::Toggles { cursor } => return self.toggles_key(k, cursor),
+            Overlay::Presets { cursor } => return self.presets_key(k, cursor),
+            Overlay::None => {}
+        }
+        let (total, height) = self.chat_geometry.get();
+        let page = height.saturating_sub(2).max(1);
+        match k.code {
+            KeyCode::Enter
+                if ctrl
+                    || k.modifiers
+                        .intersects(KeyModifiers::SHIFT | KeyModifiers::ALT) =>
+            {
+                self.input.newline()
+            }
+            KeyCode::Char('j') if ctrl => self.input.newline(),
+            KeyCode::Enter => return self.submit(),
+            KeyCode::Esc => return self.stop(),
+            KeyCode::Char('r') if ctrl => return self.regenerate(),
+            KeyCode::Char('y') if ctrl => return self.copy_last(),
+            KeyCode::Char('t') if ctrl => {
+                self.pending_flags = self.active_flags.clone();
+                self.overlay = Overlay::Toggles { cursor: 0 };
+            }
+            KeyCode::Char('p') if ctrl => {
+                let cur = self
+                    .presets
+                    .iter()
+                    .position(|p| p.name == self.preset.name)
+                    .unwrap_or(0);
+                self.overlay = Overlay::Presets { cursor: cur };
+            }
+            KeyCode::Char('n') if ctrl => return vec![Action::NewConversation],
+            KeyCode::Char('e') if ctrl => return vec![Action::Export],
+            KeyCode::Char('l') if ctrl => return vec![Action::RetryEngine],
+            KeyCode::F(1) => self.overlay = Overlay::Help,
+            KeyCode::Char('?') if self.input.is_empty() => self.overlay = Overlay::Help,
+            KeyCode::Char(c) if !ctrl => self.input.insert(c),
+            KeyCode::Backspace => self.input.backspace(),
+            KeyCode::Delete => self.input.delete(),
+            KeyCode::Left => self.input.left(),
+            KeyCode::Right => self.input.right(),
+            KeyCode::Home => self.input.home(),
+            KeyCode::End if ctrl => self.scroll.follow_bottom(),
+            KeyCode::End => self.input.end(),
+            // Up/Down move in the editor; past its first/last line they scroll the conversation.
+            KeyCode::Up if !self.input.up() => self.scroll.up(1, total, height),
+            KeyCode::Down if !self.input.down() => self.scroll.down(1, total, height),
+            KeyCode::PageUp => self.scroll.up(page, total, height),
+            KeyCode::PageDown => self.scroll.down(page, total, height),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    fn toggles_key(&mut self, k: KeyEvent, cursor: usize) -> Vec<Action> {
+        let names = self.flag_names();
+        match k.code {
+            KeyCode::Esc => self.overlay = Overlay::None,
+            KeyCode::Up => {
+                self.overlay = Overlay::Toggles {
+                    cursor: cursor.saturating_sub(1),
+                }
+            }
+            KeyCode::Down => {
+                self.overlay = Overlay::Toggles {
+                    cursor: (cursor + 1).min(names.len().saturating_sub(1)),
+                }
+            }
+            KeyCode::Char(' ') => {
+                if let Some(n) = names.get(cursor) {
+                    let v = self.pending_flags.entry(n.clone()).or_insert(false);
+                    *v = !*v;
+                }
+            }
+            KeyCode::Enter => return self.apply_flags(),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    fn presets_key(&mut self, k: KeyEvent, cursor: usize) -> Vec<Action> {
+        match k.code {
+            KeyCode::Esc => self.overlay = Overlay::None,
+            KeyCode::Up => {
+                self.overlay = Overlay::Presets {
+                    cursor: cursor.saturating_sub(1),
+                }
+            }
+            KeyCode::Down => {
+                self.overlay = Overlay::Presets {
+                    cursor: (cursor + 1).min(self.presets.len().saturating_sub(1)),
+                }
+            }
+            KeyCode::Enter => {
+                if let Some(p) = self.presets.get(cursor).cloned() {
+                    return self.switch_preset(p);
+                }
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+}
+
+impl EngineState {
+    pub fn is_busy(&self) -> bool {
+        matches!(self, EngineState::Generating(_))
+    }
+}
+
+pub fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}

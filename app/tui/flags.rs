@@ -1,0 +1,106 @@
+//! The kernel flags the toggles pane offers, and whether each applies to the loaded model.
+
+use strata::protocol::Loaded;
+
+/// One environment flag read by the engine at start.
+#[derive(Debug, Clone, Copy)]
+pub struct FlagInfo {
+    pub name: &'static str,
+    /// One line for the toggles pane.
+    pub description: &'static str,
+}
+
+/// Every flag the app knows; the engine's `hello` may add more (shown without a description).
+pub const KNOWN: &[FlagInfo] = &[
+    FlagInfo {
+        name: "STRATA_HC_Q8",
+        description:
+            "read hyper-connection down/up projections as Q8_0 in the verify window (more memory)",
+    },
+    FlagInfo {
+        name: "STRATA_GR_FUSED",
+        description: "two-kernel BF16 hyper-connection read (same weights, no extra memory)",
+    },
+    FlagInfo {
+        name: "STRATA_MMVQ_KREG",
+        description: "KREG small-batch mat-vec kernels for Q4_K/Q5_K/Q6_K/IQ4_XS",
+    },
+];
+
+const KREG_TYPES: &[&str] = &["Q4_K", "Q5_K", "Q6_K", "IQ4_XS"];
+
+pub fn is_known(name: &str) -> bool {
+    KNOWN.iter().any(|f| f.name == name)
+}
+
+pub fn description(name: &str) -> &'static str {
+    KNOWN
+        .iter()
+        .find(|f| f.name == name)
+        .map_or("(no description: flag reported by the engine)", |f| {
+            f.description
+        })
+}
+
+/// Ok(()) if `name` changes anything for this model with these flags, else the reason it does not.
+/// With no model loaded nothing can be judged, so every flag is taken to apply.
+pub fn applies(
+    name: &str,
+    model: Option<&Loaded>,
+    flags: &dyn Fn(&str) -> bool,
+) -> Result<(), String> {
+    let Some(m) = model else { return Ok(()) };
+    match name {
+        "STRATA_HC_Q8" if !m.hc => Err("no hyper-connection tensors in this model".into()),
+        "STRATA_GR_FUSED" if !m.hc => Err("no hyper-connection tensors in this model".into()),
+        "STRATA_GR_FUSED" if flags("STRATA_HC_Q8") => {
+            Err("no effect while STRATA_HC_Q8 is on".into())
+        }
+        "STRATA_MMVQ_KREG"
+            if !m
+                .quant_types
+                .iter()
+                .any(|t| KREG_TYPES.contains(&t.as_str())) =>
+        {
+            Err(format!("model stores none of {}", KREG_TYPES.join("/")))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(hc: bool, types: &[&str]) -> Loaded {
+        Loaded {
+            model: "m.gguf".into(),
+            arch: "x".into(),
+            n_ctx: 1,
+            n_params: 1,
+            load_ms: 1.0,
+            hc,
+            quant_types: types.iter().map(|s| s.to_string()).collect(),
+            experts: false,
+        }
+    }
+
+    #[test]
+    fn applicability_follows_the_model() {
+        let off = |_: &str| false;
+        let q8_on = |n: &str| n == "STRATA_HC_Q8";
+        let dense = model(false, &["Q4_1", "F32"]);
+        assert!(applies("STRATA_HC_Q8", Some(&dense), &off)
+            .unwrap_err()
+            .contains("hyper-connection"));
+        assert!(applies("STRATA_MMVQ_KREG", Some(&dense), &off).is_err());
+        let hc = model(true, &["Q6_K"]);
+        assert!(applies("STRATA_HC_Q8", Some(&hc), &off).is_ok());
+        assert!(applies("STRATA_GR_FUSED", Some(&hc), &off).is_ok());
+        assert!(applies("STRATA_GR_FUSED", Some(&hc), &q8_on)
+            .unwrap_err()
+            .contains("HC_Q8"));
+        assert!(applies("STRATA_MMVQ_KREG", Some(&hc), &off).is_ok());
+        assert!(applies("STRATA_MMVQ_KREG", None, &off).is_ok());
+    }
+}

@@ -1,0 +1,240 @@
+//! The terminal UI: a tokio event loop (keys, mouse, resize, engine events, a tick, a capped
+//! render rate) around [`app::App`], drawn by [`ui::draw`].
+
+pub mod app;
+pub mod flags;
+pub mod highlight;
+pub mod input;
+pub mod logging;
+pub mod markdown;
+pub mod panes;
+pub mod stats;
+pub mod strings;
+pub mod terminal;
+pub mod theme;
+pub mod ui;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use ratatui::crossterm::event::{self, Event as TermEvent};
+use strata::protocol::Request;
+use tokio::sync::mpsc;
+
+use crate::client::{ClientEvent, EngineClient, Spawn};
+use crate::history::{self, HistoryStore};
+use crate::presets::{self, PresetStore};
+use app::{Action, App, EngineState, Level};
+
+/// Command-line choices for the TUI.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub preset: Option<String>,
+    /// `--resume` (Some(None): the latest) or `--resume ID`.
+    pub resume: Option<Option<String>>,
+    pub model: Option<PathBuf>,
+}
+
+/// Frames are drawn at most this often; events in between only mark the screen dirty.
+const FRAME: Duration = Duration::from_millis(33);
+/// Housekeeping tick: `stats` polling (which also feeds hang detection).
+const TICK: Duration = Duration::from_secs(1);
+const STATS_EVERY_TICKS: u32 = 3;
+
+pub fn run(opts: Options) -> Result<()> {
+    let (_log_guard, log_dir) = logging::init()?;
+    tracing::info!(?opts, log_dir = %log_dir.display(), "strata TUI starting");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let res = rt.block_on(run_async(opts));
+    if let Err(e) = &res {
+        tracing::error!("{e:#}");
+    }
+    res
+}
+
+/// Builds the app from presets, history and options. Problems become notices, never a refusal
+/// to start.
+fn build_app(opts: &Options, history: &HistoryStore) -> App {
+    let store = PresetStore::load(presets::user_dir().as_deref());
+    let mut errors = store.errors.clone();
+    let mut preset = store.default_preset();
+    let mut notice = None;
+    if let Some(name) = &opts.preset {
+        match store.resolve(name) {
+            Ok(p) => preset = p,
+            Err(e) => {
+                notice = Some(format!("preset error (using defaults): {e}"));
+                errors.push(e);
+            }
+        }
+    }
+    if let Some(m) = &opts.model {
+        preset.model = Some(m.to_string_lossy().into_owned());
+    }
+    let now = history::now_unix();
+    let mut app = App::new(preset, store.presets.clone(), history.new_id(now), now);
+    if notice.is_none() {
+        if let Some(e) = errors.first() {
+            notice = Some(format!("preset file skipped: {e}"));
+        }
+    }
+    app.preset_errors = errors;
+    if let Some(resume) = &opts.resume {
+        let id = match resume {
+            Some(id) => Ok(Some(id.clone())),
+            None => history.list().map(|l| l.into_iter().next()),
+        };
+        match id.and_then(|id| id.map(|id| history.load(&id)).transpose()) {
+            Ok(Some(c)) => app.load_conversation(c),
+            Ok(None) => notice = Some("no saved conversation to resume".into()),
+            Err(e) => notice = Some(format!("cannot resume: {e:#}")),
+        }
+    }
+    if let Some(n) = notice {
+        app.notify(Level::Error, n.clone());
+        app.banner.push(n);
+    }
+    app
+}
+
+async fn run_async(opts: Options) -> Result<()> {
+    let history = HistoryStore::new(
+        HistoryStore::default_dir()
+            .ok_or_else(|| anyhow::anyhow!("no home directory for the history"))?,
+    );
+    let mut app = build_app(&opts, &history);
+
+    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<ClientEvent>();
+    let client = EngineClient::start(Spawn::current_exe(app.active_flags.clone())?, ev_tx);
+    match app.preset.load_request() {
+        Ok(load) => client.send(Request::Load(load)),
+        Err(e) => {
+            app.notify(Level::Error, e.clone());
+            app.engine = EngineState::Down(e);
+        }
+    }
+
+    let (_guard, mut term) = terminal::Guard::enter()?;
+    let (key_tx, mut key_rx) = mpsc::unbounded_channel::<TermEvent>();
+    let stop_input = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = stop_input.clone();
+    std::thread::spawn(move || {
+        // crossterm's reader blocks; a thread keeps the runtime free. It polls so it can notice
+        // the stop flag and exit with the app.
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            match event::poll(Duration::from_millis(100)) {
+                Ok(true) => match event::read() {
+                    Ok(ev) => {
+                        if key_tx.send(ev).is_err() {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                },
+                Ok(false) => {}
+                Err(_) => break,
+            }
+        }
+    });
+
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut tick = tokio::time::interval(TICK);
+    let mut frame = tokio::time::interval(FRAME);
+    frame.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut ticks = 0u32;
+    let mut dirty = true;
+
+    while !app.quit {
+        let actions = tokio::select! {
+            Some(ev) = key_rx.recv() => {
+                dirty = true;
+                match ev {
+                    TermEvent::Key(k) => app.handle_key(k),
+                    TermEvent::Mouse(m) => { app.handle_mouse(m); Vec::new() }
+                    TermEvent::Paste(t) => { app.handle_paste(&t); Vec::new() }
+                    _ => Vec::new(), // resize: the next frame redraws at the new size
+                }
+            }
+            Some(ev) = ev_rx.recv() => { dirty = true; app.apply_client(ev) }
+            _ = tick.tick() => {
+                ticks += 1;
+                if ticks % STATS_EVERY_TICKS == 0 && matches!(app.engine, EngineState::Ready | EngineState::Generating(_)) {
+                    client.send(Request::Stats {});
+                }
+                Vec::new()
+            }
+            _ = frame.tick() => {
+                if dirty {
+                    term.draw(|f| ui::draw(f, &app))?;
+                    dirty = false;
+                }
+                Vec::new()
+            }
+            _ = sigterm.recv() => { tracing::info!("SIGTERM"); vec![Action::Save, Action::Quit] }
+            _ = sighup.recv() => { tracing::info!("SIGHUP"); vec![Action::Save, Action::Quit] }
+            _ = sigint.recv() => { tracing::info!("SIGINT"); vec![Action::Save, Action::Quit] }
+        };
+        for a in actions {
+            perform(a, &mut app, &client, &history);
+        }
+    }
+    stop_input.store(true, std::sync::atomic::Ordering::Relaxed);
+    client.shutdown().await;
+    Ok(())
+}
+
+fn perform(a: Action, app: &mut App, client: &EngineClient, history: &HistoryStore) {
+    match a {
+        Action::Send(r) => client.send(r),
+        Action::Restart { flags, load } => client.restart(flags, load),
+        Action::RetryEngine => {
+            app.engine = EngineState::Starting;
+            client.retry_now()
+        }
+        Action::Copy(text) => {
+            if let Err(e) = terminal::copy_osc52(&text) {
+                app.notify(Level::Error, format!("copy failed: {e}"));
+            }
+        }
+        Action::Save => save(app, history),
+        Action::Export => {
+            let dir = history
+                .dir()
+                .parent()
+                .map_or_else(|| history.dir().join("exports"), |p| p.join("exports"));
+            match history.export_markdown(&app.conversation(), &dir) {
+                Ok(p) => app.notify(Level::Info, format!("exported to {}", p.display())),
+                Err(e) => app.notify(Level::Error, format!("export failed: {e:#}")),
+            }
+        }
+        Action::NewConversation => {
+            save(app, history);
+            let now = history::now_unix();
+            for a in app.new_conversation(history.new_id(now), now) {
+                perform(a, app, client, history);
+            }
+        }
+        Action::Quit => app.quit = true,
+    }
+}
+
+fn save(app: &mut App, history: &HistoryStore) {
+    if app.messages.is_empty() {
+        return;
+    }
+    if let Err(e) = history.save(&app.conversation()) {
+        tracing::error!("saving history: {e:#}");
+        app.notify(
+            Level::Error,
+            format!("saving the conversation failed: {e:#}"),
+        );
+    }
+}

@@ -1,0 +1,53 @@
+//! Draft acceptance: gauge, accepted/proposed, mean accepted length.
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Gauge, Paragraph};
+use ratatui::Frame;
+
+use super::block;
+use crate::tui::app::App;
+use crate::tui::{strings, theme};
+
+pub const HEIGHT: u16 = 4;
+
+pub fn render(app: &App, f: &mut Frame, area: Rect) {
+    let b = block(strings::TITLE_DRAFT);
+    let inner = b.inner(area);
+    f.render_widget(b, area);
+    let m = &app.metrics;
+    let [gauge, text] =
+        Layout::vertical([Constraint::Length(1), Constraint::Length(1)]).areas(inner);
+    let Some(acc) = m.acceptance() else {
+        let msg = if m.windows == 0 {
+            strings::NO_DATA
+        } else {
+            strings::NO_SPEC
+        };
+        f.render_widget(Paragraph::new(Span::styled(msg, theme::DIM)), gauge);
+        return;
+    };
+    let label = format!("{:.1}%  {}/{}", acc * 100.0, m.accepted, m.proposed);
+    f.render_widget(
+        Gauge::default()
+            .ratio(acc.clamp(0.0, 1.0))
+            .label(label)
+            .gauge_style(theme::GAUGE_ACCEPT),
+        gauge,
+    );
+    let mut spans = vec![
+        Span::styled("mean accepted length ", theme::LABEL),
+        Span::styled(
+            m.mean_accepted_len()
+                .map_or("–".into(), |v| format!("{v:.2}")),
+            theme::VALUE,
+        ),
+    ];
+    if let Some(p) = app.previous.as_ref().and_then(|p| p.acceptance) {
+        spans.push(Span::styled(
+            format!("  before {:.1}%", p * 100.0),
+            theme::PREVIOUS,
+        ));
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)), text);
+}

@@ -1,0 +1,72 @@
+//! One file per pane. Each `render` takes the app state and a frame area and draws; none changes
+//! state (the chat pane's line cache and geometry cell are interior, invisible to the app logic).
+
+pub mod chat;
+pub mod devices;
+pub mod draft;
+pub mod flags;
+pub mod help;
+pub mod hints;
+pub mod input;
+pub mod presets;
+pub mod speed;
+pub mod status;
+pub mod toggles;
+pub mod window;
+
+use ratatui::layout::{Constraint, Flex, Layout, Rect};
+use ratatui::widgets::{Block, BorderType, Borders};
+
+use super::theme;
+
+pub fn block(title: &str) -> Block<'_> {
+    Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Rounded)
+        .border_style(theme::BORDER)
+        .title(title)
+        .title_style(theme::TITLE)
+}
+
+/// A rectangle `w`×`h` centred in `area` (clamped to it), for overlays.
+pub fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let [v] = Layout::vertical([Constraint::Length(h.min(area.height))])
+        .flex(Flex::Center)
+        .areas(area);
+    let [r] = Layout::horizontal([Constraint::Length(w.min(area.width))])
+        .flex(Flex::Center)
+        .areas(v);
+    r
+}
+
+pub fn fmt_ms(v: Option<f64>) -> String {
+    v.map_or("–".into(), |v| {
+        if v >= 100.0 {
+            format!("{v:.0} ms")
+        } else {
+            format!("{v:.1} ms")
+        }
+    })
+}
+
+pub fn fmt_tps(v: Option<f64>) -> String {
+    v.map_or("–".into(), |v| {
+        if v >= 100.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.1}")
+        }
+    })
+}
+
+pub fn fmt_bytes(b: u64) -> String {
+    const MIB: f64 = 1024.0 * 1024.0;
+    let m = b as f64 / MIB;
+    if m >= 1024.0 {
+        format!("{:.1} GiB", m / 1024.0)
+    } else if m >= 10.0 {
+        format!("{m:.0} MiB")
+    } else {
+        format!("{m:.1} MiB")
+    }
+}

@@ -1,0 +1,84 @@
+//! The kernel-flag toggles: each flag with its description, whether it applies to the loaded
+//! model (and why not), pending vs running state; Enter restarts the engine with the new set.
+
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Clear, Paragraph, Wrap};
+use ratatui::Frame;
+
+use super::{block, centered};
+use crate::tui::app::App;
+use crate::tui::stats::flags_label;
+use crate::tui::{flags, strings, theme};
+
+pub fn render(app: &App, f: &mut Frame, area: Rect, cursor: usize) {
+    let names = app.flag_names();
+    let h = (names.len() as u16) * 3 + 6;
+    let r = centered(area, 96.min(area.width.saturating_sub(2)), h);
+    f.render_widget(Clear, r);
+    let b = block(strings::TITLE_TOGGLES).border_style(theme::BORDER_FOCUS);
+    let inner = b.inner(r);
+    f.render_widget(b, r);
+    let mut lines = Vec::new();
+    let pid = app.hello.as_ref().map_or("–".into(), |h| h.pid.to_string());
+    let restart = app
+        .last_restart_ms
+        .map_or("–".into(), |ms| format!("{ms:.0} ms"));
+    lines.push(Line::from(vec![
+        Span::styled("running: ", theme::LABEL),
+        Span::styled(flags_label(&app.active_flags), theme::VALUE),
+        Span::styled(
+            format!("  (engine pid {pid}, last restart {restart})"),
+            theme::DIM,
+        ),
+    ]));
+    lines.push(Line::default());
+    let pending = |n: &str| app.pending_flags.get(n).copied().unwrap_or(false);
+    for (i, name) in names.iter().enumerate() {
+        let on = pending(name);
+        let running = app.active_flags.get(name).copied().unwrap_or(false);
+        let sel = i == cursor;
+        let mut head = vec![
+            Span::styled(if sel { "> " } else { "  " }, theme::KEY),
+            Span::styled(
+                if on { "[x] " } else { "[ ] " },
+                if on { theme::FLAG_ON } else { theme::FLAG_OFF },
+            ),
+            Span::styled(
+                name.clone(),
+                if sel { theme::SELECTED } else { theme::VALUE },
+            ),
+        ];
+        if on != running {
+            head.push(Span::styled(
+                format!(
+                    "  (running: {}; Enter applies)",
+                    if running { "on" } else { "off" }
+                ),
+                theme::WARN,
+            ));
+        }
+        lines.push(Line::from(head));
+        lines.push(Line::from(Span::styled(
+            format!("      {}", flags::description(name)),
+            theme::TEXT,
+        )));
+        let applies = flags::applies(name, app.loaded.as_ref(), &pending);
+        lines.push(match applies {
+            Ok(()) if app.loaded.is_some() => {
+                Line::from(Span::styled("      ✓ applies to this model", theme::OK))
+            }
+            Ok(()) => Line::from(Span::styled("      ? no model loaded yet", theme::DIM)),
+            Err(why) => Line::from(Span::styled(
+                format!("      ✗ does not apply: {why}"),
+                theme::WARN,
+            )),
+        });
+    }
+    lines.push(Line::default());
+    lines.push(Line::from(Span::styled(
+        strings::TOGGLES_FOOTER,
+        theme::DIM,
+    )));
+    f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
+}

@@ -1,0 +1,92 @@
+//! The main screen layout: status bar, conversation + input, live panels, hint bar, overlays.
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Wrap};
+use ratatui::Frame;
+
+use super::app::{App, Overlay};
+use super::panes;
+use super::{strings, theme};
+
+/// Below this the layout cannot be drawn sensibly: a message instead.
+pub const MIN_WIDTH: u16 = 60;
+pub const MIN_HEIGHT: u16 = 16;
+/// From this width on the live panels sit beside the conversation.
+pub const PANELS_FROM_WIDTH: u16 = 100;
+pub const PANEL_WIDTH: u16 = 44;
+
+pub fn draw(f: &mut Frame, app: &App) {
+    let area = f.area();
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        let msg = strings::too_small(area.width, area.height, MIN_WIDTH, MIN_HEIGHT);
+        let [_, mid, _] = Layout::vertical([
+            Constraint::Fill(1),
+            Constraint::Length(3),
+            Constraint::Fill(1),
+        ])
+        .areas(area);
+        f.render_widget(
+            Paragraph::new(Span::styled(msg, theme::WARN))
+                .wrap(Wrap { trim: true })
+                .centered(),
+            mid,
+        );
+        return;
+    }
+    let [status, body, hints] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Fill(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    panes::status::render(app, f, status);
+    panes::hints::render(app, f, hints);
+    let chat_col = if area.width >= PANELS_FROM_WIDTH {
+        let [c, p] =
+            Layout::horizontal([Constraint::Fill(1), Constraint::Length(PANEL_WIDTH)]).areas(body);
+        draw_panels(app, f, p);
+        c
+    } else {
+        body
+    };
+    let banner_h = app.banner.len().min(3) as u16;
+    let [chat, banner, input] = Layout::vertical([
+        Constraint::Fill(1),
+        Constraint::Length(banner_h),
+        Constraint::Length(panes::input::height(app)),
+    ])
+    .areas(chat_col);
+    panes::chat::render(app, f, chat);
+    if banner_h > 0 {
+        let lines: Vec<Line> = app
+            .banner
+            .iter()
+            .map(|b| Line::from(Span::styled(format!("✗ {b}"), theme::ERROR)))
+            .collect();
+        f.render_widget(Paragraph::new(lines), banner);
+    }
+    panes::input::render(app, f, input);
+    match app.overlay {
+        Overlay::None => {}
+        Overlay::Help => panes::help::render(app, f, area),
+        Overlay::Toggles { cursor } => panes::toggles::render(app, f, area, cursor),
+        Overlay::Presets { cursor } => panes::presets::render(app, f, area, cursor),
+    }
+}
+
+fn draw_panels(app: &App, f: &mut Frame, area: Rect) {
+    let [w, s, d, fl, dev] = Layout::vertical([
+        Constraint::Length(panes::window::HEIGHT),
+        Constraint::Length(panes::speed::HEIGHT),
+        Constraint::Length(panes::draft::HEIGHT),
+        Constraint::Length(panes::flags::height(app)),
+        Constraint::Fill(1),
+    ])
+    .areas(area);
+    panes::window::render(app, f, w);
+    panes::speed::render(app, f, s);
+    panes::draft::render(app, f, d);
+    panes::flags::render(app, f, fl);
+    panes::devices::render(app, f, dev);
+}

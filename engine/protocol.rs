@@ -1,0 +1,420 @@
+//! The engine process protocol: JSON lines between the app and `strata engine`.
+//!
+//! Requests go to the engine's stdin, events come back on its stdout; one complete JSON object per
+//! line, tagged by `"type"`. Both sides ignore fields they do not know (forward compatible), and an
+//! event whose `type` is unknown decodes as [`Event::Unknown`] instead of failing. The normative
+//! description (ordering, which event answers which request) is `docs/protocol.md`.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The protocol version carried by `hello`; bumped only on incompatible changes.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// A request, app -> engine.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Request {
+    Load(Load),
+    Generate(Generate),
+    Cancel { id: u64 },
+    Stats {},
+    Shutdown {},
+}
+
+/// Load a model (replacing any loaded one). Answered by `progress`* then `loaded` or `error`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Load {
+    /// Path of the GGUF file.
+    pub model: String,
+    /// Context size in tokens (0 = the model's training context).
+    #[serde(default)]
+    pub ctx: u32,
+    #[serde(default)]
+    pub devices: DeviceSplit,
+    /// Draft tokens proposed per verify window (0 = no speculation).
+    #[serde(default)]
+    pub spec: u32,
+    /// Sampling defaults for `generate` requests that omit fields.
+    #[serde(default)]
+    pub sampling: Sampling,
+}
+
+/// How to place the model on devices.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct DeviceSplit {
+    /// Split the CPU device into this many sub-devices ("cards"); None = use it whole.
+    #[serde(default)]
+    pub split_cpu: Option<u32>,
+}
+
+/// Sampling parameters. Every field has a default, so `{}` is valid.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(default)]
+pub struct Sampling {
+    /// 0 = greedy.
+    pub temperature: f32,
+    /// 0 = disabled.
+    pub top_k: u32,
+    /// 1.0 = disabled.
+    pub top_p: f32,
+    /// 0.0 = disabled.
+    pub min_p: f32,
+    /// 1.0 = disabled.
+    pub repeat_penalty: f32,
+    /// None = seeded from the clock.
+    pub seed: Option<u64>,
+    /// Upper bound on generated tokens for one turn.
+    pub max_tokens: u32,
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        Sampling {
+            temperature: 0.7,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            repeat_penalty: 1.1,
+            seed: None,
+            max_tokens: 512,
+        }
+    }
+}
+
+/// Generate one assistant turn for a conversation.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Generate {
+    /// Chosen by the app, echoed by every event of this turn.
+    pub id: u64,
+    pub messages: Vec<ChatMessage>,
+    #[serde(default)]
+    pub sampling: Sampling,
+    /// Overrides the load's `spec` for this turn.
+    #[serde(default)]
+    pub spec: Option<u32>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ChatMessage {
+    pub role: Role,
+    pub content: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+/// An event, engine -> app.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    Hello(Hello),
+    Progress(Progress),
+    Loaded(Loaded),
+    Token(Token),
+    Window(Window),
+    Turn(Turn),
+    Devices(Devices),
+    Error(EngineError),
+    /// An event type this build does not know (sent by a newer engine); ignored by the app.
+    #[serde(other)]
+    Unknown,
+}
+
+/// First line the engine writes: who it is and the kernel flags latched from its environment.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Hello {
+    pub version: u32,
+    pub pid: u32,
+    /// e.g. {"STRATA_HC_Q8": false, "STRATA_GR_FUSED": true, "STRATA_MMVQ_KREG": false}
+    #[serde(default)]
+    pub flags: BTreeMap<String, bool>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// e.g. "mmap", "tensors", "kernels", "warmup".
+    pub stage: String,
+    pub done: u64,
+    pub total: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Loaded {
+    pub model: String,
+    pub arch: String,
+    pub n_ctx: u32,
+    pub n_params: u64,
+    pub load_ms: f64,
+    /// The model has hyper-connection tensors (`blk.N.hc_*`).
+    #[serde(default)]
+    pub hc: bool,
+    /// GGUF type names of the weight tensors, e.g. ["Q4_K", "Q6_K", "F32"].
+    #[serde(default)]
+    pub quant_types: Vec<String>,
+    /// The model is a mixture of experts.
+    #[serde(default)]
+    pub experts: bool,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Token {
+    pub id: u64,
+    /// Decoded text of the accepted token(s); may be empty or a partial UTF-8-safe piece.
+    pub text: String,
+}
+
+/// One verify window: `t` rows checked in one forward pass, timed device-synchronised.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Window {
+    pub id: u64,
+    pub ms: f64,
+    pub t: u32,
+    pub proposed: u32,
+    pub accepted: u32,
+}
+
+/// End of a `generate`: exactly one per request, whatever happened.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Turn {
+    pub id: u64,
+    pub prefill_tokens: u32,
+    pub prefill_ms: f64,
+    pub prefill_tps: f64,
+    pub decode_tokens: u32,
+    pub decode_ms: f64,
+    pub decode_tps: f64,
+    pub windows: u32,
+    pub tokens_per_window: f64,
+    pub proposed: u32,
+    pub accepted: u32,
+    /// accepted / proposed (0 when nothing was proposed).
+    pub acceptance: f64,
+    /// Mean number of draft tokens accepted per window.
+    pub mean_accepted_len: f64,
+    pub ttft_ms: f64,
+    pub stop: Stop,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    Eos,
+    StopString,
+    MaxTokens,
+    Cancelled,
+    Error,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Devices {
+    pub cards: Vec<Card>,
+}
+
+/// One device ("card"): memory in use by category against its budget, bytes.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Card {
+    pub index: u32,
+    pub name: String,
+    pub used: MemoryUse,
+    pub budget: u64,
+    /// MoE expert cache counters; None for a dense model.
+    #[serde(default)]
+    pub experts: Option<ExpertCache>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(default)]
+pub struct MemoryUse {
+    pub weights: u64,
+    pub kv: u64,
+    pub scratch: u64,
+    pub other: u64,
+}
+
+impl MemoryUse {
+    pub fn total(&self) -> u64 {
+        self.weights + self.kv + self.scratch + self.other
+    }
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(default)]
+pub struct ExpertCache {
+    pub hits: u64,
+    pub misses: u64,
+    /// Experts that could not be cached because the card's budget was full.
+    pub refusals: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct EngineError {
+    /// The `generate` id this error belongs to, if any.
+    #[serde(default)]
+    pub id: Option<u64>,
+    pub message: String,
+    /// The engine exits after a fatal error.
+    #[serde(default)]
+    pub fatal: bool,
+}
+
+/// Error decoding one protocol line.
+#[derive(Debug, thiserror::Error)]
+#[error("bad protocol line ({source}): {line}")]
+pub struct DecodeError {
+    pub line: String,
+    #[source]
+    pub source: serde_json::Error,
+}
+
+fn decode<T: serde::de::DeserializeOwned>(line: &str) -> Result<T, DecodeError> {
+    serde_json::from_str(line.trim_end()).map_err(|source| DecodeError {
+        line: line.chars().take(200).collect(),
+        source,
+    })
+}
+
+/// Parses one event line (trailing newline allowed).
+pub fn decode_event(line: &str) -> Result<Event, DecodeError> {
+    decode(line)
+}
+
+/// Parses one request line (trailing newline allowed).
+pub fn decode_request(line: &str) -> Result<Request, DecodeError> {
+    decode(line)
+}
+
+/// One line of JSON with its `\n`. Serialising these plain data types cannot fail (no maps with
+/// non-string keys, no custom serialisers), hence the expect.
+fn encode<T: Serialize>(value: &T) -> String {
+    let mut s = serde_json::to_string(value).expect("protocol types always serialise");
+    s.push('\n');
+    s
+}
+
+impl Request {
+    pub fn to_line(&self) -> String {
+        encode(self)
+    }
+}
+
+impl Event {
+    pub fn to_line(&self) -> String {
+        encode(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_are_tagged() {
+        let reqs = vec![
+            Request::Load(Load {
+                model: "/m.gguf".into(),
+                ctx: 2048,
+                devices: DeviceSplit { split_cpu: Some(2) },
+                spec: 4,
+                sampling: Sampling::default(),
+            }),
+            Request::Generate(Generate {
+                id: 7,
+                messages: vec![ChatMessage {
+                    role: Role::User,
+                    content: "hi\nthere".into(),
+                }],
+                sampling: Sampling {
+                    seed: Some(1),
+                    ..Sampling::default()
+                },
+                spec: None,
+            }),
+            Request::Cancel { id: 7 },
+            Request::Stats {},
+            Request::Shutdown {},
+        ];
+        for r in reqs {
+            let line = r.to_line();
+            assert!(
+                line.ends_with('\n') && !line[..line.len() - 1].contains('\n'),
+                "{line}"
+            );
+            assert_eq!(decode_request(&line).unwrap(), r);
+        }
+        assert_eq!(Request::Stats {}.to_line(), "{\"type\":\"stats\"}\n");
+        assert_eq!(
+            Request::Cancel { id: 3 }.to_line(),
+            "{\"type\":\"cancel\",\"id\":3}\n"
+        );
+    }
+
+    #[test]
+    fn minimal_requests_take_defaults() {
+        let r = decode_request(r#"{"type":"load","model":"x.gguf"}"#).unwrap();
+        let Request::Load(l) = r else {
+            panic!("not a load: {r:?}")
+        };
+        assert_eq!((l.ctx, l.spec, l.devices.split_cpu), (0, 0, None));
+        assert_eq!(l.sampling, Sampling::default());
+        let r = decode_request(
+            r#"{"type":"generate","id":1,"messages":[],"sampling":{"temperature":0}}"#,
+        )
+        .unwrap();
+        let Request::Generate(g) = r else {
+            panic!("not a generate: {r:?}")
+        };
+        assert_eq!(g.sampling.temperature, 0.0);
+        assert_eq!(g.sampling.top_k, Sampling::default().top_k);
+    }
+
+    #[test]
+    fn events_ignore_unknown_fields_and_types() {
+        let e = decode_event(r#"{"type":"token","id":1,"text":"a","future":[1,2]}"#).unwrap();
+        assert_eq!(
+            e,
+            Event::Token(Token {
+                id: 1,
+                text: "a".into()
+            })
+        );
+        assert_eq!(
+            decode_event(r#"{"type":"telemetry","x":1}"#).unwrap(),
+            Event::Unknown
+        );
+        let e = decode_event(r#"{"type":"error","message":"boom"}"#).unwrap();
+        assert_eq!(
+            e,
+            Event::Error(EngineError {
+                id: None,
+                message: "boom".into(),
+                fatal: false
+            })
+        );
+    }
+
+    #[test]
+    fn bad_lines_are_errors_naming_the_line() {
+        let err = decode_event("{\"type\":\"token\",\"id\":\"x\"}").unwrap_err();
+        assert!(err.to_string().contains("\"id\":\"x\""), "{err}");
+        assert!(decode_event("not json").is_err());
+    }
+
+    #[test]
+    fn turn_stop_reasons_use_documented_names() {
+        for (stop, name) in [
+            (Stop::Eos, "eos"),
+            (Stop::StopString, "stop_string"),
+            (Stop::MaxTokens, "max_tokens"),
+            (Stop::Cancelled, "cancelled"),
+            (Stop::Error, "error"),
+        ] {
+            assert_eq!(serde_json::to_string(&stop).unwrap(), format!("\"{name}\""));
+        }
+    }
+}
