@@ -5,5 +5,6 @@
 pub mod gguf;
 pub mod paths;
 pub mod quant;
+pub mod sampling;
 pub mod sycl;
 pub mod tokenizer;
