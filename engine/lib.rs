@@ -3,7 +3,9 @@
 //! through the engine process protocol (`protocol`).
 
 pub mod gguf;
+pub mod model;
 pub mod paths;
+pub mod reference;
 pub mod quant;
 pub mod sampling;
 pub mod sycl;
