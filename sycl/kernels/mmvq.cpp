@@ -31,9 +31,11 @@ void mmvq(const uint8_t *w,  // (n_out, n_in) GGUF blocks, row-major
   const int nb = n_in / QK;
   const uint8_t *wr = w + row * (size_t)nb * BLOCK_BYTES;
 
-  float acc[CFG_TMAX];
+  // two independent fma chains per column (even / odd k): one chain would make T = 1 wait on
+  // the fma latency; the chain structure is fixed, so results never depend on T
+  float acc0[CFG_TMAX], acc1[CFG_TMAX];
 #pragma unroll
-  for (int t = 0; t < CFG_TMAX; ++t) acc[t] = 0.0f;
+  for (int t = 0; t < CFG_TMAX; ++t) acc0[t] = acc1[t] = 0.0f;
 
   for (int ib = 0; ib < nb; ++ib) {
     float wv[EPL];
@@ -42,17 +44,21 @@ void mmvq(const uint8_t *w,  // (n_out, n_in) GGUF blocks, row-major
     for (int t = 0; t < CFG_TMAX; ++t) {
       if (t < T) {
         const size_t base = (size_t)t * n_in + (size_t)ib * QK;
-        float a = acc[t];
+        float a0 = acc0[t], a1 = acc1[t];
 #pragma unroll
-        for (int k = 0; k < EPL; ++k) a = sycl::fma(wv[k], x[base + 16 * k + lane], a);
-        acc[t] = a;
+        for (int k = 0; k < EPL; k += 2) {
+          a0 = sycl::fma(wv[k], x[base + 16 * k + lane], a0);
+          a1 = sycl::fma(wv[k + 1], x[base + 16 * (k + 1) + lane], a1);
+        }
+        acc0[t] = a0;
+        acc1[t] = a1;
       }
     }
   }
 #pragma unroll
   for (int t = 0; t < CFG_TMAX; ++t) {
     if (t < T) {
-      const float s = sycl::reduce_over_group(sg, acc[t], sycl::plus<float>());
+      const float s = sycl::reduce_over_group(sg, acc0[t] + acc1[t], sycl::plus<float>());
       if (lane == 0) y[(size_t)t * n_out + row] = s;
     }
   }
