@@ -1,0 +1,8 @@
+//! Compute kernel families: Rust launchers and f64 references beside the SYCL sources in
+//! `sycl/kernels/` (one file per family). See docs/kernels.md.
+
+pub mod matmul;
+pub mod mmvq;
+pub mod qmatrix;
+
+pub use qmatrix::{matrix_ref, Family, MatrixError, MatrixKernels, QuantMatrix, WeightView};
