@@ -21,9 +21,12 @@ namespace syclexp = sycl::ext::oneapi::experimental;
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
       SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
 
+// head_dim, a multiple of 16; the launcher always sets it (the default only lets tools that build
+// every source without options compile this one)
 #ifndef CFG_HD
-#error "CFG_HD (head_dim, a multiple of 16) must be defined"
+#define CFG_HD 64
 #endif
+static_assert(CFG_HD % 16 == 0, "CFG_HD must be a multiple of 16");
 #define CFG_E (CFG_HD / 16)
 
 STRATA_KERNEL void attn_f16kv(const float *q,          // (T, n_head * CFG_HD)
