@@ -6,7 +6,11 @@ mod cmd;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "strata", version, about = "Terminal chat with a built-in SYCL LLM engine")]
+#[command(
+    name = "strata",
+    version,
+    about = "Terminal chat with a built-in SYCL LLM engine"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -21,11 +25,15 @@ enum Command {
 }
 
 fn main() {
+    // SYCL's environment (ICD path, kernel disk cache) must be set before any thread exists.
+    strata::sycl::runtime::init();
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Devices(a)) => cmd::devices::run(a),
         Some(Command::Inspect(a)) => cmd::inspect::run(a),
-        None => Err(anyhow::anyhow!("the TUI is not built yet; see `strata --help`")),
+        None => Err(anyhow::anyhow!(
+            "the TUI is not built yet; see `strata --help`"
+        )),
     };
     if let Err(e) = result {
         eprintln!("strata: {e:#}");

@@ -1,7 +1,179 @@
-//! `strata devices` (under construction).
-#[derive(clap::Args, Debug)]
-pub struct Args {}
+//! `strata devices`: every SYCL platform and device, optionally the CPU device split into
+//! sub-devices (each usable by the engine as its own "card"), and a kernel build timing.
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`strata devices` is not built yet")
+use anyhow::{Context as _, Result};
+use serde::Serialize;
+use std::time::Instant;
+use strata::sycl::{self, DeviceInfo, DeviceType};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Also partition the CPU device into N sub-devices (partition_equally) and list them.
+    #[arg(long, value_name = "N")]
+    split_cpu: Option<u32>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Build every kernel module of sycl/kernels/ on the default device and print the time
+    /// (cold: empty SYCL_CACHE_DIR; warm: a second run hits the runtime's disk cache).
+    #[arg(long)]
+    build_kernels: bool,
+}
+
+#[derive(Serialize)]
+struct PlatformOut {
+    name: String,
+    vendor: String,
+    version: String,
+    backend: String,
+    devices: Vec<DeviceInfo>,
+}
+
+#[derive(Serialize)]
+struct BuildOut {
+    device: String,
+    modules: Vec<(String, f64)>,
+    total_seconds: f64,
+    cache_dir: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Out {
+    runtime_root: String,
+    platforms: Vec<PlatformOut>,
+    cpu_split: Option<Vec<DeviceInfo>>,
+    kernel_build: Option<BuildOut>,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    sycl::runtime::init();
+    let t0 = Instant::now();
+    let platforms = sycl::platforms().context("enumerating SYCL platforms")?;
+    let mut out = Out {
+        runtime_root: sycl::runtime::BUILT_ROOT.to_string(),
+        platforms: Vec::new(),
+        cpu_split: None,
+        kernel_build: None,
+    };
+    for p in &platforms {
+        out.platforms.push(PlatformOut {
+            name: p.info.name.clone(),
+            vendor: p.info.vendor.clone(),
+            version: p.info.version.clone(),
+            backend: p.info.backend.clone(),
+            devices: p
+                .devices
+                .iter()
+                .map(|d| d.info())
+                .collect::<Result<_, _>>()?,
+        });
+    }
+    if out.platforms.iter().all(|p| p.devices.is_empty()) {
+        anyhow::bail!(sycl::runtime::no_device_message("device"));
+    }
+    if let Some(n) = args.split_cpu {
+        let cpu = sycl::cpu_device()?;
+        let subs = cpu
+            .split(n)
+            .with_context(|| format!("splitting the CPU device into {n}"))?;
+        out.cpu_split = Some(subs.iter().map(|d| d.info()).collect::<Result<_, _>>()?);
+    }
+    if args.build_kernels {
+        let dev = sycl::default_device()?;
+        let ctx = sycl::Context::new(std::slice::from_ref(&dev))?;
+        let t = Instant::now();
+        let mut modules = Vec::new();
+        for src in sycl::kernels::ALL {
+            let m = ctx.module(src, &[])?;
+            modules.push((src.name.to_string(), m.build_time().as_secs_f64()));
+        }
+        out.kernel_build = Some(BuildOut {
+            device: dev.info()?.name,
+            modules,
+            total_seconds: t.elapsed().as_secs_f64(),
+            cache_dir: std::env::var("SYCL_CACHE_DIR").ok(),
+        });
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!("SYCL runtime: {}", out.runtime_root);
+    for (pi, p) in out.platforms.iter().enumerate() {
+        println!(
+            "platform {pi}: {} [{}] ({}, {})",
+            p.name, p.backend, p.vendor, p.version
+        );
+        for (di, d) in p.devices.iter().enumerate() {
+            print_device(&format!("  device {pi}.{di}"), d);
+        }
+    }
+    if let Some(subs) = &out.cpu_split {
+        println!("CPU split into {} sub-devices:", subs.len());
+        for (i, d) in subs.iter().enumerate() {
+            print_device(&format!("  card {i}"), d);
+        }
+    }
+    if let Some(b) = &out.kernel_build {
+        println!("kernel modules built on {}:", b.device);
+        for (name, s) in &b.modules {
+            println!("  {name:<16} {:>8.3} s", s);
+        }
+        println!(
+            "  total {:.3} s (cache dir {})",
+            b.total_seconds,
+            b.cache_dir.as_deref().unwrap_or("-")
+        );
+    }
+    eprintln!("({:.2} s)", t0.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn mib(b: u64) -> String {
+    if b >= 1 << 30 {
+        format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+    } else if b >= 1 << 20 {
+        format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
+    } else {
+        format!("{} KiB", b >> 10)
+    }
+}
+
+fn print_device(label: &str, d: &DeviceInfo) {
+    let ty = match d.device_type {
+        DeviceType::Cpu => "cpu",
+        DeviceType::Gpu => "gpu",
+        DeviceType::Accelerator => "accelerator",
+        DeviceType::Other => "other",
+    };
+    println!(
+        "{label}: {} [{} {ty}{}]",
+        d.name,
+        d.backend,
+        if d.is_sub_device { ", sub-device" } else { "" }
+    );
+    println!(
+        "      compute units {}, global mem {}, local mem {}, max alloc {}, max work-group {}",
+        d.compute_units,
+        mib(d.global_mem),
+        mib(d.local_mem),
+        mib(d.max_alloc),
+        d.max_work_group
+    );
+    println!(
+        "      sub-group sizes {:?}, fp16 {}, fp64 {}, graphs {}, driver {}",
+        d.sub_group_sizes,
+        yes(d.fp16),
+        yes(d.fp64),
+        d.graphs,
+        d.driver_version
+    );
+}
+
+fn yes(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
 }

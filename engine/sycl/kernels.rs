@@ -1,0 +1,33 @@
+//! The table of every SYCL kernel source in `sycl/kernels/`, embedded in the binary and compiled
+//! at run time (see `Context::module`). One file per kernel family; add a line per new file.
+
+/// One kernel source file.
+#[derive(Debug)]
+pub struct KernelSource {
+    /// Short name, used as the module-cache key and in error messages.
+    pub name: &'static str,
+    /// Path in the repository, for messages.
+    pub file: &'static str,
+    pub text: &'static str,
+}
+
+macro_rules! source {
+    ($name:literal) => {
+        KernelSource {
+            name: $name,
+            file: concat!("sycl/kernels/", $name, ".cpp"),
+            text: include_str!(concat!("../../sycl/kernels/", $name, ".cpp")),
+        }
+    };
+}
+
+/// Sub-group and arrival-counter reductions (the foundation tests).
+pub const REDUCE: KernelSource = source!("reduce");
+
+/// Every kernel source, for tools that build them all (`strata devices --build-kernels`).
+pub const ALL: &[&KernelSource] = &[&REDUCE];
+
+/// Looks a source up by name.
+pub fn by_name(name: &str) -> Option<&'static KernelSource> {
+    ALL.iter().copied().find(|s| s.name == name)
+}

@@ -1,0 +1,428 @@
+//! Kernel modules compiled at run time from SYCL source, kernels, arguments and launches.
+
+use super::buffer::{pod_bytes, DeviceBuffer, DevicePod};
+use super::context::{with_event, Context, Event, Queue};
+use super::error::{check, last_error, status_of, Result, SyclError};
+use super::ffi;
+use super::kernels::KernelSource;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::marker::PhantomData;
+use std::ptr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A built kernel bundle (one source file + one option set) for all devices of its context.
+pub struct Module {
+    raw: *mut ffi::StrataModule,
+    name: String,
+    options: Vec<String>,
+    log: String,
+    build_time: Duration,
+    // Bundles reference their context; keep it alive as long as the module.
+    _ctx: Context,
+}
+
+// SAFETY: sycl::kernel_bundle is a thread-safe handle.
+unsafe impl Send for Module {}
+unsafe impl Sync for Module {}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        // SAFETY: owned handle, freed once.
+        unsafe { ffi::strata_module_free(self.raw) }
+    }
+}
+
+impl std::fmt::Debug for Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Module({} {:?})", self.name, self.options)
+    }
+}
+
+/// A kernel of a module, found by its `extern "C"` name.
+pub struct Kernel {
+    raw: *mut ffi::StrataKernel,
+    name: String,
+}
+
+// SAFETY: sycl::kernel is a thread-safe handle.
+unsafe impl Send for Kernel {}
+unsafe impl Sync for Kernel {}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        // SAFETY: owned handle, freed once.
+        unsafe { ffi::strata_kernel_free(self.raw) }
+    }
+}
+
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Kernel({})", self.name)
+    }
+}
+
+fn cstring(op: &'static str, s: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| SyclError::invalid(op, format!("NUL byte inside {s:?}")))
+}
+
+impl Context {
+    /// Compiles `source` for all devices of this context (no caching: see `module`).
+    /// `name` labels errors. A compile error is `SyclError::Build` with the diagnostics.
+    pub fn build(&self, name: &str, source: &str, options: &[&str]) -> Result<Module> {
+        let src = cstring("kernel build", source)?;
+        let opts: Vec<CString> = options
+            .iter()
+            .map(|o| cstring("kernel build", o))
+            .collect::<Result<_>>()?;
+        let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
+        let devs: Vec<*const ffi::StrataDevice> =
+            self.devices().iter().map(|d| d.raw() as *const _).collect();
+        let mut raw = ptr::null_mut();
+        let mut log: *mut c_char = ptr::null_mut();
+        let t0 = Instant::now();
+        // SAFETY: every pointer is live for the call; out-pointers are valid.
+        let code = unsafe {
+            ffi::strata_module_build(
+                self.raw(),
+                devs.as_ptr(),
+                devs.len(),
+                src.as_ptr(),
+                opt_ptrs.as_ptr(),
+                opt_ptrs.len(),
+                &mut raw,
+                &mut log,
+            )
+        };
+        let build_time = t0.elapsed();
+        if code != ffi::STRATA_OK {
+            let message = last_error();
+            if code == ffi::STRATA_ERR_BUILD {
+                return Err(SyclError::Build {
+                    source_name: name.to_string(),
+                    options: options.iter().map(|s| s.to_string()).collect(),
+                    diagnostics: message,
+                });
+            }
+            return Err(SyclError::Shim {
+                op: "kernel build",
+                status: status_of(code),
+                message: format!("{name}: {message}"),
+            });
+        }
+        let log_text = if log.is_null() {
+            String::new()
+        } else {
+            // SAFETY: the shim returns a malloc'd NUL-terminated string we free once.
+            let s = unsafe { CStr::from_ptr(log) }
+                .to_string_lossy()
+                .into_owned();
+            unsafe { ffi::strata_string_free(log) };
+            s
+        };
+        Ok(Module {
+            raw,
+            name: name.to_string(),
+            options: options.iter().map(|s| s.to_string()).collect(),
+            log: log_text,
+            build_time,
+            _ctx: self.clone(),
+        })
+    }
+
+    /// The module for (`source`, `options`), built at most once per context and process. The
+    /// runtime's persistent disk cache (see `runtime`) makes the build itself fast on later runs.
+    pub fn module(&self, source: &KernelSource, options: &[&str]) -> Result<Arc<Module>> {
+        let key = (
+            source.name.to_string(),
+            options.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        );
+        // A poisoned lock only means another thread panicked mid-build; the map is still valid.
+        let mut map = self.0.modules.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = map.get(&key) {
+            return Ok(m.clone());
+        }
+        let m = Arc::new(self.build(source.name, source.text, options)?);
+        map.insert(key, m.clone());
+        Ok(m)
+    }
+
+    /// Builds (or finds) every requested module and reports the wall time.
+    pub fn build_all(&self, wanted: &[(&KernelSource, &[&str])]) -> Result<BuildReport> {
+        let t0 = Instant::now();
+        let mut modules = Vec::with_capacity(wanted.len());
+        for (src, opts) in wanted {
+            modules.push(self.module(src, opts)?);
+        }
+        Ok(BuildReport {
+            modules,
+            elapsed: t0.elapsed(),
+        })
+    }
+}
+
+/// What `Context::build_all` did.
+pub struct BuildReport {
+    pub modules: Vec<Arc<Module>>,
+    pub elapsed: Duration,
+}
+
+impl Module {
+    pub fn kernel(&self, name: &str) -> Result<Kernel> {
+        let c = cstring("kernel lookup", name)?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: live module, valid C string and out-pointer.
+        check("kernel lookup", unsafe {
+            ffi::strata_kernel_get(self.raw, c.as_ptr(), &mut raw)
+        })
+        .map_err(|e| match e {
+            SyclError::Shim {
+                op,
+                status,
+                message,
+            } => SyclError::Shim {
+                op,
+                status,
+                message: format!("{} {:?}: {message}", self.name, self.options),
+            },
+            e => e,
+        })?;
+        Ok(Kernel {
+            raw,
+            name: name.to_string(),
+        })
+    }
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn options(&self) -> &[String] {
+        &self.options
+    }
+    /// The compiler's log of a successful build (warnings), often empty.
+    pub fn log(&self) -> &str {
+        &self.log
+    }
+    /// Wall time of the build (a disk-cache hit is ~10x faster than a compile).
+    pub fn build_time(&self) -> Duration {
+        self.build_time
+    }
+}
+
+/// Kernel facts for one device.
+#[derive(Debug, Clone, Copy)]
+pub struct KernelInfo {
+    /// The required sub-group size the kernel was compiled with (0 = none).
+    pub sub_group_size: u32,
+    pub max_work_group: u64,
+}
+
+impl Kernel {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn info(&self, device: &super::Device) -> Result<KernelInfo> {
+        let (mut sg, mut wg) = (0u32, 0u64);
+        // SAFETY: live handles, valid out-pointers.
+        check("kernel info", unsafe {
+            ffi::strata_kernel_info(self.raw, device.raw(), &mut sg, &mut wg)
+        })?;
+        Ok(KernelInfo {
+            sub_group_size: sg,
+            max_work_group: wg,
+        })
+    }
+}
+
+/// One kernel argument: a USM pointer or a value passed by bytes.
+#[derive(Clone, Copy)]
+pub struct Arg<'a> {
+    kind: u32,
+    size: u32,
+    inline: [u8; 8],
+    ptr: *const c_void,
+    _life: PhantomData<&'a ()>,
+}
+
+impl<'a> Arg<'a> {
+    fn value(bytes: &[u8]) -> Arg<'static> {
+        let mut inline = [0u8; 8];
+        inline[..bytes.len()].copy_from_slice(bytes);
+        Arg {
+            kind: ffi::STRATA_ARG_BYTES,
+            size: bytes.len() as u32,
+            inline,
+            ptr: ptr::null(),
+            _life: PhantomData,
+        }
+    }
+    /// A buffer's USM pointer (`T *` / `const T *` in the kernel).
+    pub fn buf<T: Copy>(b: &'a DeviceBuffer<T>) -> Arg<'a> {
+        Self::buf_at(b, 0)
+    }
+    /// A pointer `offset` elements into a buffer (an offset past the end is clamped to the end).
+    pub fn buf_at<T: Copy>(b: &'a DeviceBuffer<T>, offset: usize) -> Arg<'a> {
+        let offset = offset.min(b.len());
+        Arg {
+            kind: ffi::STRATA_ARG_POINTER,
+            size: std::mem::size_of::<*const c_void>() as u32,
+            inline: [0; 8],
+            // wrapping_add: the pointer is never dereferenced on the host.
+            ptr: b.as_ptr().wrapping_add(offset) as *const c_void,
+            _life: PhantomData,
+        }
+    }
+    /// A null pointer (for optional pointer arguments the kernel checks).
+    pub fn null() -> Arg<'static> {
+        Arg {
+            kind: ffi::STRATA_ARG_POINTER,
+            size: 8,
+            inline: [0; 8],
+            ptr: ptr::null(),
+            _life: PhantomData,
+        }
+    }
+    pub fn i32(v: i32) -> Arg<'static> {
+        Arg::value(&v.to_ne_bytes())
+    }
+    pub fn u32(v: u32) -> Arg<'static> {
+        Arg::value(&v.to_ne_bytes())
+    }
+    pub fn i64(v: i64) -> Arg<'static> {
+        Arg::value(&v.to_ne_bytes())
+    }
+    pub fn u64(v: u64) -> Arg<'static> {
+        Arg::value(&v.to_ne_bytes())
+    }
+    pub fn f32(v: f32) -> Arg<'static> {
+        Arg::value(&v.to_ne_bytes())
+    }
+    /// A `#[repr(C)]` struct (or any pod) by value; the kernel declares the same layout.
+    pub fn pod<T: DevicePod>(v: &'a T) -> Arg<'a> {
+        let bytes = pod_bytes(v);
+        Arg {
+            kind: ffi::STRATA_ARG_BYTES,
+            size: bytes.len() as u32,
+            inline: [0; 8],
+            ptr: bytes.as_ptr() as *const c_void,
+            _life: PhantomData,
+        }
+    }
+
+    fn raw(&self) -> ffi::StrataArg {
+        ffi::StrataArg {
+            kind: self.kind,
+            size: self.size,
+            data: if self.kind == ffi::STRATA_ARG_BYTES && self.ptr.is_null() {
+                self.inline.as_ptr() as *const c_void
+            } else {
+                self.ptr
+            },
+        }
+    }
+}
+
+/// A launch shape: global and work-group (local) sizes in 1 to 3 dimensions.
+/// As in SYCL, the last dimension is the fastest-varying one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NdRange {
+    pub dims: u32,
+    pub global: [usize; 3],
+    pub local: [usize; 3],
+}
+
+impl NdRange {
+    pub fn d1(global: usize, local: usize) -> NdRange {
+        NdRange {
+            dims: 1,
+            global: [global, 1, 1],
+            local: [local, 1, 1],
+        }
+    }
+    pub fn d2(global: [usize; 2], local: [usize; 2]) -> NdRange {
+        NdRange {
+            dims: 2,
+            global: [global[0], global[1], 1],
+            local: [local[0], local[1], 1],
+        }
+    }
+    pub fn d3(global: [usize; 3], local: [usize; 3]) -> NdRange {
+        NdRange {
+            dims: 3,
+            global,
+            local,
+        }
+    }
+    /// `groups` work-groups of `local` items (1-D).
+    pub fn groups(groups: usize, local: usize) -> NdRange {
+        NdRange::d1(groups * local, local)
+    }
+    /// Number of work-groups.
+    pub fn n_groups(&self) -> usize {
+        (0..self.dims as usize)
+            .map(|i| self.global[i] / self.local[i].max(1))
+            .product()
+    }
+}
+
+impl Queue {
+    /// Submits `kernel` over `range` with `args` (in the kernel's parameter order). Asynchronous:
+    /// errors the runtime detects later surface at the next `wait`/`download`.
+    pub fn launch(&self, kernel: &Kernel, range: NdRange, args: &[Arg]) -> Result<()> {
+        self.submit(kernel, range, args, false).map(|_| ())
+    }
+
+    /// `launch`, returning the event (for profiling on a profiling queue, or to wait on).
+    pub fn launch_event(&self, kernel: &Kernel, range: NdRange, args: &[Arg]) -> Result<Event> {
+        self.submit(kernel, range, args, true)
+            .map(|e| e.expect("submit with want_event returns an event"))
+    }
+
+    fn submit(
+        &self,
+        kernel: &Kernel,
+        range: NdRange,
+        args: &[Arg],
+        want_event: bool,
+    ) -> Result<Option<Event>> {
+        let raw: Vec<ffi::StrataArg> = args.iter().map(|a| a.raw()).collect();
+        let call = |ev: *mut *mut ffi::StrataEvent| unsafe {
+            // SAFETY: raw's byte pointers borrow from `args` (or its inline copies) which outlive
+            // the call; the runtime copies argument bytes at submit.
+            ffi::strata_launch(
+                self.raw(),
+                kernel.raw,
+                range.dims,
+                range.global.as_ptr(),
+                range.local.as_ptr(),
+                raw.as_ptr(),
+                raw.len(),
+                ev,
+            )
+        };
+        let label = || format!("kernel '{}'", kernel.name);
+        if want_event {
+            with_event("kernel launch", call)
+                .map(Some)
+                .map_err(|e| add_context(e, label()))
+        } else {
+            check("kernel launch", call(ptr::null_mut()))
+                .map(|_| None)
+                .map_err(|e| add_context(e, label()))
+        }
+    }
+}
+
+fn add_context(e: SyclError, what: String) -> SyclError {
+    match e {
+        SyclError::Shim {
+            op,
+            status,
+            message,
+        } => SyclError::Shim {
+            op,
+            status,
+            message: format!("{what}: {message}"),
+        },
+        e => e,
+    }
+}

@@ -1,0 +1,490 @@
+// The one translation unit that includes <sycl/sycl.hpp> (it costs ~10+ s to compile, so the whole
+// shim lives here). Every entry point runs its body inside guard(), which turns any exception into
+// a status + thread-local message: nothing throws across the C boundary.
+#include "strata_shim.h"
+
+#include <sycl/sycl.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace syclex = sycl::ext::oneapi::experimental;
+
+struct StrataDevice { sycl::device d; };
+struct StrataContext { sycl::context c; };
+struct StrataQueue { sycl::queue q; };
+struct StrataEvent { sycl::event e; };
+struct StrataModule { sycl::kernel_bundle<sycl::bundle_state::executable> kb; };
+struct StrataKernel { sycl::kernel k; };
+struct StrataGraph { syclex::command_graph<syclex::graph_state::modifiable> g; };
+struct StrataExecGraph { syclex::command_graph<syclex::graph_state::executable> g; };
+
+namespace {
+
+thread_local std::string g_last_error;
+
+struct ShimError {
+  strata_status status;
+  std::string msg;
+};
+
+[[noreturn]] void fail(strata_status s, std::string msg) { throw ShimError{s, std::move(msg)}; }
+
+template <typename F> strata_status guard(const char *what, F &&f) {
+  try {
+    f();
+    return STRATA_OK;
+  } catch (const ShimError &e) {
+    g_last_error = e.msg;
+    return e.status;
+  } catch (const sycl::exception &e) {
+    g_last_error = std::string(what) + ": " + e.what();
+    return e.code() == sycl::errc::build ? STRATA_ERR_BUILD : STRATA_ERR;
+  } catch (const std::exception &e) {
+    g_last_error = std::string(what) + ": " + e.what();
+    return STRATA_ERR;
+  } catch (...) {
+    g_last_error = std::string(what) + ": unknown C++ exception";
+    return STRATA_ERR;
+  }
+}
+
+template <typename T> void need(const T *p, const char *name) {
+  if (!p) fail(STRATA_ERR_INVALID, std::string("null ") + name);
+}
+
+void copy_str(char *dst, size_t cap, const std::string &s) {
+  size_t n = std::min(cap - 1, s.size());
+  std::memcpy(dst, s.data(), n);
+  dst[n] = 0;
+}
+
+const char *backend_name(sycl::backend b) {
+  switch (b) {
+  case sycl::backend::opencl: return "opencl";
+  case sycl::backend::ext_oneapi_level_zero: return "level_zero";
+  case sycl::backend::ext_oneapi_cuda: return "cuda";
+  case sycl::backend::ext_oneapi_hip: return "hip";
+  case sycl::backend::ext_oneapi_native_cpu: return "native_cpu";
+  default: return "other";
+  }
+}
+
+std::vector<sycl::platform> platforms() { return sycl::platform::get_platforms(); }
+
+void hand_out(const std::vector<sycl::device> &devs, StrataDevice **out, size_t cap, size_t *n) {
+  *n = devs.size();
+  for (size_t i = 0; i < devs.size() && i < cap; i++) out[i] = new StrataDevice{devs[i]};
+}
+
+template <int D> sycl::nd_range<D> make_range(const size_t *g, const size_t *l) {
+  if constexpr (D == 1) return {sycl::range<1>{g[0]}, sycl::range<1>{l[0]}};
+  else if constexpr (D == 2) return {sycl::range<2>{g[0], g[1]}, sycl::range<2>{l[0], l[1]}};
+  else return {sycl::range<3>{g[0], g[1], g[2]}, sycl::range<3>{l[0], l[1], l[2]}};
+}
+
+void give_event(StrataEvent **ev, const sycl::event &e) {
+  if (ev) *ev = new StrataEvent{e};
+}
+
+} // namespace
+
+extern "C" {
+
+const char *strata_last_error(void) { return g_last_error.c_str(); }
+
+strata_status strata_platform_count(size_t *n) {
+  return guard("platform enumeration", [&] {
+    need(n, "n");
+    *n = platforms().size();
+  });
+}
+
+strata_status strata_platform_info(size_t index, StrataPlatformInfo *out) {
+  return guard("platform info", [&] {
+    need(out, "out");
+    auto ps = platforms();
+    if (index >= ps.size()) fail(STRATA_ERR_INVALID, "platform index out of range");
+    const auto &p = ps[index];
+    std::memset(out, 0, sizeof *out);
+    copy_str(out->name, sizeof out->name, p.get_info<sycl::info::platform::name>());
+    copy_str(out->vendor, sizeof out->vendor, p.get_info<sycl::info::platform::vendor>());
+    copy_str(out->version, sizeof out->version, p.get_info<sycl::info::platform::version>());
+    copy_str(out->backend, sizeof out->backend, backend_name(p.get_backend()));
+  });
+}
+
+strata_status strata_platform_devices(size_t platform, StrataDevice **out, size_t cap, size_t *n) {
+  return guard("device enumeration", [&] {
+    need(n, "n");
+    auto ps = platforms();
+    if (platform >= ps.size()) fail(STRATA_ERR_INVALID, "platform index out of range");
+    hand_out(ps[platform].get_devices(), out, cap, n);
+  });
+}
+
+strata_status strata_device_info(const StrataDevice *dev, StrataDeviceInfo *out) {
+  return guard("device info", [&] {
+    need(dev, "device");
+    need(out, "out");
+    const auto &d = dev->d;
+    namespace di = sycl::info::device;
+    std::memset(out, 0, sizeof *out);
+    copy_str(out->name, sizeof out->name, d.get_info<di::name>());
+    copy_str(out->vendor, sizeof out->vendor, d.get_info<di::vendor>());
+    copy_str(out->platform, sizeof out->platform,
+             d.get_platform().get_info<sycl::info::platform::name>());
+    copy_str(out->backend, sizeof out->backend, backend_name(d.get_backend()));
+    copy_str(out->driver_version, sizeof out->driver_version, d.get_info<di::driver_version>());
+    copy_str(out->version, sizeof out->version, d.get_info<di::version>());
+    out->device_type = d.is_cpu() ? 1 : d.is_gpu() ? 2 : d.is_accelerator() ? 3 : 0;
+    out->compute_units = d.get_info<di::max_compute_units>();
+    out->global_mem = d.get_info<di::global_mem_size>();
+    out->local_mem = d.get_info<di::local_mem_size>();
+    out->max_alloc = d.get_info<di::max_mem_alloc_size>();
+    out->max_work_group = d.get_info<di::max_work_group_size>();
+    auto sgs = d.get_info<di::sub_group_sizes>();
+    for (size_t i = 0; i < sgs.size() && i < 16; i++) out->sub_group_sizes[i] = (uint32_t)sgs[i];
+    out->n_sub_group_sizes = (uint32_t)std::min<size_t>(sgs.size(), 16);
+    out->partition_max_sub_devices = d.get_info<di::partition_max_sub_devices>();
+    out->fp16 = d.has(sycl::aspect::fp16);
+    out->fp64 = d.has(sycl::aspect::fp64);
+    out->graph = d.has(sycl::aspect::ext_oneapi_graph)           ? 2
+                 : d.has(sycl::aspect::ext_oneapi_limited_graph) ? 1
+                                                                 : 0;
+    // info::device::parent_device throws on a root device; ask the partition type instead.
+    out->is_sub_device = d.get_info<di::partition_type_property>() !=
+                         sycl::info::partition_property::no_partition;
+    out->usm_device = d.has(sycl::aspect::usm_device_allocations);
+    out->usm_host = d.has(sycl::aspect::usm_host_allocations);
+    out->usm_shared = d.has(sycl::aspect::usm_shared_allocations);
+    out->profiling = d.has(sycl::aspect::queue_profiling);
+  });
+}
+
+strata_status strata_device_partition_equally(const StrataDevice *dev, uint32_t cus_per_sub,
+                                              StrataDevice **out, size_t cap, size_t *n) {
+  return guard("partition_equally", [&] {
+    need(dev, "device");
+    need(n, "n");
+    if (cus_per_sub == 0) fail(STRATA_ERR_INVALID, "partition_equally: 0 compute units per sub-device");
+    auto subs = dev->d.create_sub_devices<sycl::info::partition_property::partition_equally>(
+        cus_per_sub);
+    hand_out(subs, out, cap, n);
+  });
+}
+
+int strata_device_equal(const StrataDevice *a, const StrataDevice *b) {
+  return a && b && a->d == b->d;
+}
+
+void strata_device_free(StrataDevice *d) { delete d; }
+
+strata_status strata_context_create(const StrataDevice *const *devs, size_t n, StrataContext **out) {
+  return guard("context creation", [&] {
+    need(out, "out");
+    if (n == 0) fail(STRATA_ERR_INVALID, "context creation: no devices");
+    std::vector<sycl::device> v;
+    for (size_t i = 0; i < n; i++) {
+      need(devs[i], "device");
+      v.push_back(devs[i]->d);
+    }
+    *out = new StrataContext{sycl::context(v)};
+  });
+}
+
+void strata_context_free(StrataContext *c) { delete c; }
+
+strata_status strata_queue_create(const StrataContext *ctx, const StrataDevice *dev, int profiling,
+                                  StrataQueue **out) {
+  return guard("queue creation", [&] {
+    need(ctx, "context");
+    need(dev, "device");
+    need(out, "out");
+    sycl::property_list props =
+        profiling ? sycl::property_list{sycl::property::queue::in_order{},
+                                        sycl::property::queue::enable_profiling{}}
+                  : sycl::property_list{sycl::property::queue::in_order{}};
+    *out = new StrataQueue{sycl::queue(ctx->c, dev->d, props)};
+  });
+}
+
+void strata_queue_free(StrataQueue *q) {
+  if (!q) return;
+  // Drain first so no command still references memory the caller frees next.
+  try {
+    q->q.wait();
+  } catch (...) {
+  }
+  delete q;
+}
+
+strata_status strata_queue_wait(StrataQueue *q) {
+  return guard("queue wait", [&] {
+    need(q, "queue");
+    q->q.wait_and_throw();
+  });
+}
+
+strata_status strata_malloc(StrataQueue *q, strata_usm_kind kind, size_t bytes, size_t align,
+                            void **out) {
+  return guard("USM allocation", [&] {
+    need(q, "queue");
+    need(out, "out");
+    auto k = kind == STRATA_USM_DEVICE ? sycl::usm::alloc::device
+             : kind == STRATA_USM_HOST ? sycl::usm::alloc::host
+                                       : sycl::usm::alloc::shared;
+    size_t a = align ? align : 64;
+    void *p = sycl::aligned_alloc(a, std::max<size_t>(bytes, 1), q->q, k);
+    if (!p)
+      fail(STRATA_ERR, "USM allocation of " + std::to_string(bytes) + " bytes failed (out of memory?)");
+    *out = p;
+  });
+}
+
+void strata_free(const StrataContext *ctx, void *ptr) {
+  if (!ctx || !ptr) return;
+  try {
+    sycl::free(ptr, ctx->c);
+  } catch (...) {
+  }
+}
+
+strata_status strata_memcpy(StrataQueue *q, void *dst, const void *src, size_t bytes,
+                            StrataEvent **ev) {
+  return guard("memcpy", [&] {
+    need(q, "queue");
+    if (bytes && (!dst || !src)) fail(STRATA_ERR_INVALID, "memcpy: null pointer");
+    give_event(ev, q->q.memcpy(dst, src, bytes));
+  });
+}
+
+strata_status strata_fill(StrataQueue *q, void *dst, const void *pattern, size_t pattern_size,
+                          size_t count, StrataEvent **ev) {
+  return guard("fill", [&] {
+    need(q, "queue");
+    need(pattern, "pattern");
+    if (count && !dst) fail(STRATA_ERR_INVALID, "fill: null destination");
+    sycl::event e;
+    switch (pattern_size) {
+    case 1: e = q->q.memset(dst, *static_cast<const uint8_t *>(pattern), count); break;
+    case 2: e = q->q.fill(static_cast<uint16_t *>(dst), *static_cast<const uint16_t *>(pattern), count); break;
+    case 4: e = q->q.fill(static_cast<uint32_t *>(dst), *static_cast<const uint32_t *>(pattern), count); break;
+    case 8: e = q->q.fill(static_cast<uint64_t *>(dst), *static_cast<const uint64_t *>(pattern), count); break;
+    default: fail(STRATA_ERR_INVALID, "fill: pattern size must be 1, 2, 4 or 8 bytes");
+    }
+    give_event(ev, e);
+  });
+}
+
+strata_status strata_copy_across(StrataQueue *q_src, const void *src, StrataQueue *q_dst, void *dst,
+                                 size_t bytes, void *staging, size_t staging_bytes) {
+  return guard("cross-device copy", [&] {
+    need(q_src, "source queue");
+    need(q_dst, "destination queue");
+    if (bytes == 0) return;
+    if (!src || !dst) fail(STRATA_ERR_INVALID, "cross-device copy: null pointer");
+    void *tmp = staging;
+    size_t chunk = staging_bytes;
+    if (!tmp) {
+      chunk = std::min<size_t>(bytes, size_t(64) << 20);
+      tmp = sycl::malloc_host(chunk, q_src->q);
+      if (!tmp) fail(STRATA_ERR, "cross-device copy: malloc_host of staging memory failed");
+    } else if (chunk == 0) {
+      fail(STRATA_ERR_INVALID, "cross-device copy: staging buffer of 0 bytes");
+    }
+    struct Free {
+      void *p;
+      const sycl::context &c;
+      ~Free() {
+        if (p) sycl::free(p, c);
+      }
+    } owned{staging ? nullptr : tmp, q_src->q.get_context()};
+    // The destination queue may still be running kernels that read the old contents.
+    q_dst->q.wait_and_throw();
+    for (size_t off = 0; off < bytes; off += chunk) {
+      size_t n = std::min(chunk, bytes - off);
+      q_src->q.memcpy(tmp, static_cast<const char *>(src) + off, n).wait_and_throw();
+      q_dst->q.memcpy(static_cast<char *>(dst) + off, tmp, n).wait_and_throw();
+    }
+  });
+}
+
+strata_status strata_event_wait(StrataEvent *e) {
+  return guard("event wait", [&] {
+    need(e, "event");
+    e->e.wait_and_throw();
+  });
+}
+
+strata_status strata_event_profiling(StrataEvent *e, uint64_t *submit, uint64_t *start,
+                                     uint64_t *end) {
+  return guard("event profiling", [&] {
+    need(e, "event");
+    e->e.wait_and_throw();
+    namespace ep = sycl::info::event_profiling;
+    if (submit) *submit = e->e.get_profiling_info<ep::command_submit>();
+    if (start) *start = e->e.get_profiling_info<ep::command_start>();
+    if (end) *end = e->e.get_profiling_info<ep::command_end>();
+  });
+}
+
+void strata_event_free(StrataEvent *e) { delete e; }
+
+strata_status strata_module_build(const StrataContext *ctx, const StrataDevice *const *devs,
+                                  size_t n_devs, const char *source, const char *const *options,
+                                  size_t n_options, StrataModule **out, char **log) {
+  return guard("kernel build", [&] {
+    need(ctx, "context");
+    need(source, "source");
+    need(out, "out");
+    std::vector<sycl::device> dv;
+    for (size_t i = 0; i < n_devs; i++) {
+      need(devs[i], "device");
+      dv.push_back(devs[i]->d);
+    }
+    if (dv.empty()) dv = ctx->c.get_devices();
+    std::vector<std::string> opts;
+    for (size_t i = 0; i < n_options; i++) {
+      need(options[i], "option");
+      opts.emplace_back(options[i]);
+    }
+    std::string text(source);
+    auto src = syclex::create_kernel_bundle_from_source(ctx->c, syclex::source_language::sycl, text);
+    std::string blog;
+    try {
+      auto exe = syclex::build(src, dv,
+                               syclex::properties{syclex::build_options{opts}, syclex::save_log{&blog}});
+      *out = new StrataModule{exe};
+    } catch (const sycl::exception &e) {
+      // The diagnostics are in what(); save_log stays empty on a failed build.
+      std::string msg = e.what();
+      if (!blog.empty()) msg += "\n" + blog;
+      fail(e.code() == sycl::errc::build ? STRATA_ERR_BUILD : STRATA_ERR, msg);
+    }
+    if (log) {
+      *log = static_cast<char *>(std::malloc(blog.size() + 1));
+      if (*log) std::memcpy(*log, blog.c_str(), blog.size() + 1);
+    }
+  });
+}
+
+void strata_module_free(StrataModule *m) { delete m; }
+void strata_string_free(char *s) { std::free(s); }
+
+strata_status strata_kernel_get(const StrataModule *m, const char *name, StrataKernel **out) {
+  return guard("kernel lookup", [&] {
+    need(m, "module");
+    need(name, "name");
+    need(out, "out");
+    auto kb = m->kb; // the lookups are non-const; a bundle copy is a cheap handle copy
+    if (!kb.ext_oneapi_has_kernel(name))
+      fail(STRATA_ERR_NOT_FOUND, std::string("no kernel named '") + name +
+                                     "' in the module (is it extern \"C\" with a kernel property?)");
+    *out = new StrataKernel{kb.ext_oneapi_get_kernel(name)};
+  });
+}
+
+strata_status strata_kernel_info(const StrataKernel *k, const StrataDevice *dev,
+                                 uint32_t *compile_sub_group_size, uint64_t *max_work_group) {
+  return guard("kernel info", [&] {
+    need(k, "kernel");
+    need(dev, "device");
+    if (compile_sub_group_size)
+      *compile_sub_group_size =
+          k->k.get_info<sycl::info::kernel_device_specific::compile_sub_group_size>(dev->d);
+    if (max_work_group)
+      *max_work_group = k->k.get_info<sycl::info::kernel_device_specific::work_group_size>(dev->d);
+  });
+}
+
+void strata_kernel_free(StrataKernel *k) { delete k; }
+
+strata_status strata_launch(StrataQueue *q, const StrataKernel *k, uint32_t dims,
+                            const size_t *global, const size_t *local, const StrataArg *args,
+                            size_t n_args, StrataEvent **ev) {
+  return guard("kernel launch", [&] {
+    need(q, "queue");
+    need(k, "kernel");
+    need(global, "global range");
+    need(local, "local range");
+    if (dims < 1 || dims > 3) fail(STRATA_ERR_INVALID, "launch: dims must be 1, 2 or 3");
+    for (uint32_t i = 0; i < dims; i++) {
+      if (local[i] == 0 || global[i] % local[i] != 0)
+        fail(STRATA_ERR_INVALID, "launch: global range " + std::to_string(global[i]) +
+                                     " is not a multiple of local range " + std::to_string(local[i]) +
+                                     " in dimension " + std::to_string(i));
+    }
+    if (n_args && !args) fail(STRATA_ERR_INVALID, "launch: null argument array");
+    auto e = q->q.submit([&](sycl::handler &h) {
+      for (size_t i = 0; i < n_args; i++) {
+        const StrataArg &a = args[i];
+        if (a.kind == STRATA_ARG_POINTER) {
+          h.set_arg(int(i), const_cast<void *>(a.data));
+        } else {
+          if (!a.data || a.size == 0)
+            fail(STRATA_ERR_INVALID, "launch: argument " + std::to_string(i) + " has no bytes");
+          h.set_arg(int(i), syclex::raw_kernel_arg(a.data, a.size));
+        }
+      }
+      switch (dims) {
+      case 1: h.parallel_for(make_range<1>(global, local), k->k); break;
+      case 2: h.parallel_for(make_range<2>(global, local), k->k); break;
+      default: h.parallel_for(make_range<3>(global, local), k->k); break;
+      }
+    });
+    give_event(ev, e);
+  });
+}
+
+strata_status strata_graph_begin(StrataQueue *q, StrataGraph **out) {
+  return guard("graph recording", [&] {
+    need(q, "queue");
+    need(out, "out");
+    auto d = q->q.get_device();
+    if (!d.has(sycl::aspect::ext_oneapi_graph) && !d.has(sycl::aspect::ext_oneapi_limited_graph))
+      fail(STRATA_ERR_UNSUPPORTED, "graphs: the device '" + d.get_info<sycl::info::device::name>() +
+                                       "' has neither ext_oneapi_graph nor ext_oneapi_limited_graph");
+    auto *g = new StrataGraph{syclex::command_graph<syclex::graph_state::modifiable>(
+        q->q.get_context(), d)};
+    try {
+      g->g.begin_recording(q->q);
+    } catch (...) {
+      delete g;
+      throw;
+    }
+    *out = g;
+  });
+}
+
+strata_status strata_graph_end(StrataGraph *g, StrataQueue *q) {
+  return guard("graph end_recording", [&] {
+    need(g, "graph");
+    need(q, "queue");
+    g->g.end_recording(q->q);
+  });
+}
+
+strata_status strata_graph_finalize(const StrataGraph *g, StrataExecGraph **out) {
+  return guard("graph finalize", [&] {
+    need(g, "graph");
+    need(out, "out");
+    *out = new StrataExecGraph{g->g.finalize()};
+  });
+}
+
+strata_status strata_graph_replay(StrataQueue *q, const StrataExecGraph *g, StrataEvent **ev) {
+  return guard("graph replay", [&] {
+    need(q, "queue");
+    need(g, "graph");
+    give_event(ev, q->q.ext_oneapi_graph(g->g));
+  });
+}
+
+void strata_graph_free(StrataGraph *g) { delete g; }
+void strata_exec_graph_free(StrataExecGraph *g) { delete g; }
+
+} // extern "C"
