@@ -6,3 +6,13 @@ pub mod mmvq;
 pub mod qmatrix;
 
 pub use qmatrix::{matrix_ref, Family, MatrixError, MatrixKernels, QuantMatrix, WeightView};
+
+// Float kernels (embedding, norms, RoPE, KV cache, attention, softmax, element-wise).
+pub mod act;
+pub mod attn;
+pub mod embed;
+pub mod float_args;
+pub mod kv;
+pub mod norm;
+pub mod rope;
+pub mod softmax;
