@@ -23,9 +23,16 @@ macro_rules! source {
 
 /// Sub-group and arrival-counter reductions (the foundation tests).
 pub const REDUCE: KernelSource = source!("reduce");
+pub const ACT: KernelSource = source!("act");
+pub const ATTN: KernelSource = source!("attn");
+pub const EMBED: KernelSource = source!("embed");
+pub const KV: KernelSource = source!("kv");
+pub const NORM: KernelSource = source!("norm");
+pub const ROPE: KernelSource = source!("rope");
+pub const SOFTMAX: KernelSource = source!("softmax");
 
 /// Every kernel source, for tools that build them all (`strata devices --build-kernels`).
-pub const ALL: &[&KernelSource] = &[&REDUCE];
+pub const ALL: &[&KernelSource] = &[&REDUCE, &ACT, &ATTN, &EMBED, &KV, &NORM, &ROPE, &SOFTMAX];
 
 /// Looks a source up by name.
 pub fn by_name(name: &str) -> Option<&'static KernelSource> {
