@@ -15,12 +15,32 @@ fn elementwise_matches_reference() {
         let (gd, ud) = (q.upload(&gate).unwrap(), q.upload(&up).unwrap());
         let out = q.alloc::<f32>(n).unwrap();
         k.silu_mul(&q, &gd, &ud, &out, n).unwrap();
-        check_nmse(&format!("silu_mul n {n}"), &q.to_vec(&out).unwrap(), &act::reference_silu_mul(&gate, &up), 1e-7);
+        check_nmse(
+            &format!("silu_mul n {n}"),
+            &q.to_vec(&out).unwrap(),
+            &act::reference_silu_mul(&gate, &up),
+            1e-7,
+        );
         k.gelu_mul(&q, &gd, &ud, &out, n).unwrap();
-        check_nmse(&format!("gelu_mul n {n}"), &q.to_vec(&out).unwrap(), &act::reference_gelu_mul(&gate, &up), 1e-7);
+        check_nmse(
+            &format!("gelu_mul n {n}"),
+            &q.to_vec(&out).unwrap(),
+            &act::reference_gelu_mul(&gate, &up),
+            1e-7,
+        );
         k.add(&q, &gd, &ud, &out, n).unwrap();
-        check_nmse(&format!("add n {n}"), &q.to_vec(&out).unwrap(), &act::reference_add(&gate, &up), 1e-7);
+        check_nmse(
+            &format!("add n {n}"),
+            &q.to_vec(&out).unwrap(),
+            &act::reference_add(&gate, &up),
+            1e-7,
+        );
         k.scale(&q, &gd, &gd, n, 25.298221).unwrap(); // in place
-        check_nmse(&format!("scale n {n}"), &q.to_vec(&gd).unwrap(), &act::reference_scale(&gate, 25.298221), 1e-7);
+        check_nmse(
+            &format!("scale n {n}"),
+            &q.to_vec(&gd).unwrap(),
+            &act::reference_scale(&gate, 25.298221),
+            1e-7,
+        );
     }
 }

@@ -4,7 +4,12 @@ use kernels_common::*;
 use rand::Rng;
 use strata::kernels::embed::{self, Embed, EmbedType};
 
-fn random_tensor(rng: &mut rand::rngs::StdRng, ty: EmbedType, n_vocab: usize, n_embd: usize) -> Vec<u8> {
+fn random_tensor(
+    rng: &mut rand::rngs::StdRng,
+    ty: EmbedType,
+    n_vocab: usize,
+    n_embd: usize,
+) -> Vec<u8> {
     let mut w = Vec::new();
     for _ in 0..n_vocab {
         match ty {
@@ -17,7 +22,9 @@ fn random_tensor(rng: &mut rand::rngs::StdRng, ty: EmbedType, n_vocab: usize, n_
             }
             EmbedType::F16 => {
                 for _ in 0..n_embd {
-                    w.extend_from_slice(&half::f16::from_f32(rng.gen_range(-2.0f32..2.0)).to_le_bytes());
+                    w.extend_from_slice(
+                        &half::f16::from_f32(rng.gen_range(-2.0f32..2.0)).to_le_bytes(),
+                    );
                 }
             }
             EmbedType::F32 => {
@@ -53,10 +60,16 @@ fn embed_matches_reference() {
         let wd = q.upload(&w).unwrap();
         let idd = q.upload(&ids).unwrap();
         let out = q.alloc::<f32>(t * n_embd).unwrap();
-        k.run(&q, &wd, ty, n_vocab, n_embd, &idd, t, &out, scale).unwrap();
+        k.run(&q, &wd, ty, n_vocab, n_embd, &idd, t, &out, scale)
+            .unwrap();
         let got = q.to_vec(&out).unwrap();
         let want = embed::reference(&w, ty, n_embd, &ids, scale);
-        check_nmse(&format!("embed {ty:?} vocab {n_vocab} n_embd {n_embd} T {t}"), &got, &want, 1e-7);
+        check_nmse(
+            &format!("embed {ty:?} vocab {n_vocab} n_embd {n_embd} T {t}"),
+            &got,
+            &want,
+            1e-7,
+        );
     }
 }
 
@@ -72,11 +85,15 @@ fn embed_bad_ids_are_caught() {
     let wd = q.upload(&w).unwrap();
     let idd = q.upload(&[1i32, 4]).unwrap();
     let out = q.alloc::<f32>(2 * 64).unwrap();
-    k.run(&q, &wd, EmbedType::Q8_0, 4, 64, &idd, 2, &out, 1.0).unwrap();
+    k.run(&q, &wd, EmbedType::Q8_0, 4, 64, &idd, 2, &out, 1.0)
+        .unwrap();
     let got = q.to_vec(&out).unwrap();
     assert!(got[..64].iter().all(|v| v.is_finite()));
     assert!(got[64..].iter().all(|v| v.is_nan()));
     // a short weight buffer is an error naming it
-    let e = k.run(&q, &wd, EmbedType::Q8_0, 5, 64, &idd, 2, &out, 1.0).unwrap_err().to_string();
+    let e = k
+        .run(&q, &wd, EmbedType::Q8_0, 5, 64, &idd, 2, &out, 1.0)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("token_embd"), "{e}");
 }

@@ -10,20 +10,32 @@ fn kv_store_matches_reference_bitwise() {
     let k = KvStore::new(&ctx).unwrap();
     let mut rng = rng("kv_store");
     // (t, n_kv_head, head_dim, n_ctx): SmolLM2 (3 x 64, ctx 8192), Gemma (1 x 256)
-    for (t, n_kv, hd, n_ctx) in [(1, 3, 64, 8192), (8, 3, 64, 8192), (5, 1, 256, 1024), (4, 2, 32, 16)] {
+    for (t, n_kv, hd, n_ctx) in [
+        (1, 3, 64, 8192),
+        (8, 3, 64, 8192),
+        (5, 1, 256, 1024),
+        (4, 2, 32, 16),
+    ] {
         let krows = uniform(&mut rng, t * n_kv * hd, -70000.0, 70000.0); // includes f16 overflow
         let mut vrows = uniform(&mut rng, t * n_kv * hd, -1.0, 1.0);
         vrows[0] = 1e-6; // an f16 subnormal
-        // distinct positions (two rows at one position would race), the last one included
+                         // distinct positions (two rows at one position would race), the last one included
         let mut pos: Vec<i32> = rand::seq::index::sample(&mut rng, n_ctx - 1, t)
             .iter()
             .map(|p| p as i32)
             .collect();
         pos[0] = n_ctx as i32 - 1;
-        let init: Vec<f16> = (0..n_kv * n_ctx * hd).map(|i| f16::from_f32((i % 97) as f32)).collect();
+        let init: Vec<f16> = (0..n_kv * n_ctx * hd)
+            .map(|i| f16::from_f32((i % 97) as f32))
+            .collect();
         let (kc, vc) = (q.upload(&init).unwrap(), q.upload(&init).unwrap());
-        let (kd, vd, pd) = (q.upload(&krows).unwrap(), q.upload(&vrows).unwrap(), q.upload(&pos).unwrap());
-        k.run(&q, &kd, &vd, &kc, &vc, &pd, t, n_kv, hd, n_ctx).unwrap();
+        let (kd, vd, pd) = (
+            q.upload(&krows).unwrap(),
+            q.upload(&vrows).unwrap(),
+            q.upload(&pos).unwrap(),
+        );
+        k.run(&q, &kd, &vd, &kc, &vc, &pd, t, n_kv, hd, n_ctx)
+            .unwrap();
         let (mut kw, mut vw) = (init.clone(), init.clone());
         kv::reference(&krows, &pos, &mut kw, n_kv, hd, n_ctx);
         kv::reference(&vrows, &pos, &mut vw, n_kv, hd, n_ctx);
@@ -45,6 +57,9 @@ fn kv_store_skips_out_of_range_positions() {
     let (kd, pd) = (q.upload(&rows).unwrap(), q.upload(&[4i32, -1]).unwrap());
     k.run(&q, &kd, &kd, &kc, &vc, &pd, 2, 1, 16, 4).unwrap();
     assert!(q.to_vec(&kc).unwrap().iter().all(|h| *h == f16::ZERO));
-    let e = k.run(&q, &kd, &kd, &kc, &vc, &pd, 2, 1, 24, 4).unwrap_err().to_string();
+    let e = k
+        .run(&q, &kd, &kd, &kc, &vc, &pd, 2, 1, 24, 4)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("multiple of 16"), "{e}");
 }

@@ -26,7 +26,12 @@ fn rms_norm_matches_reference() {
         let yd = q.alloc::<f32>(rows * n).unwrap();
         k.rms_norm(&q, &xd, &wd, &yd, rows, n, eps).unwrap();
         let y = q.to_vec(&yd).unwrap();
-        check_nmse(&format!("rms_norm rows {rows} n {n}"), &y, &norm::reference(&x, &w, n, eps), 1e-7);
+        check_nmse(
+            &format!("rms_norm rows {rows} n {n}"),
+            &y,
+            &norm::reference(&x, &w, n, eps),
+            1e-7,
+        );
         // in place gives the same bits
         k.rms_norm(&q, &xd, &wd, &xd, rows, n, eps).unwrap();
         assert_bitwise("rms_norm in place", &q.to_vec(&xd).unwrap(), &y);
@@ -35,7 +40,11 @@ fn rms_norm_matches_reference() {
             let xr = q.upload(&x[r * n..(r + 1) * n]).unwrap();
             let yr = q.alloc::<f32>(n).unwrap();
             k.rms_norm(&q, &xr, &wd, &yr, 1, n, eps).unwrap();
-            assert_bitwise("rms_norm one row", &q.to_vec(&yr).unwrap(), &y[r * n..(r + 1) * n]);
+            assert_bitwise(
+                "rms_norm one row",
+                &q.to_vec(&yr).unwrap(),
+                &y[r * n..(r + 1) * n],
+            );
         }
     }
 }
@@ -45,7 +54,12 @@ fn fused_residual_norms_match_reference() {
     let (ctx, q) = setup();
     let k = Norm::new(&ctx).unwrap();
     let mut rng = rng("fused_norms");
-    for (rows, n, eps) in [(1, 576, 1e-5f32), (6, 576, 1e-5), (4, 640, 1e-6), (3, 40, 1e-6)] {
+    for (rows, n, eps) in [
+        (1, 576, 1e-5f32),
+        (6, 576, 1e-5),
+        (4, 640, 1e-6),
+        (3, 40, 1e-6),
+    ] {
         let res = uniform(&mut rng, rows * n, -5.0, 5.0);
         let a = uniform(&mut rng, rows * n, -2.0, 2.0);
         let w = uniform(&mut rng, n, 0.5, 1.5);
@@ -53,17 +67,33 @@ fn fused_residual_norms_match_reference() {
 
         let resd = q.upload(&res).unwrap();
         let yd = q.alloc::<f32>(rows * n).unwrap();
-        k.add_rms_norm(&q, &resd, &ad, &wd, &yd, rows, n, eps).unwrap();
+        k.add_rms_norm(&q, &resd, &ad, &wd, &yd, rows, n, eps)
+            .unwrap();
         let (want_res, want_y) = norm::reference_add_norm(&res, &a, &w, n, eps);
         let label = format!("add_rms_norm rows {rows} n {n}");
-        check_nmse(&format!("{label} (residual)"), &q.to_vec(&resd).unwrap(), &want_res, 1e-7);
-        check_nmse(&format!("{label} (normed)"), &q.to_vec(&yd).unwrap(), &want_y, 1e-7);
+        check_nmse(
+            &format!("{label} (residual)"),
+            &q.to_vec(&resd).unwrap(),
+            &want_res,
+            1e-7,
+        );
+        check_nmse(
+            &format!("{label} (normed)"),
+            &q.to_vec(&yd).unwrap(),
+            &want_y,
+            1e-7,
+        );
 
         let resd = q.upload(&res).unwrap();
         k.rms_norm_add(&q, &ad, &wd, &resd, rows, n, eps).unwrap();
         let got = q.to_vec(&resd).unwrap();
         let want = norm::reference_norm_add(&a, &w, &res, n, eps);
-        check_nmse(&format!("rms_norm_add rows {rows} n {n}"), &got, &want, 1e-7);
+        check_nmse(
+            &format!("rms_norm_add rows {rows} n {n}"),
+            &got,
+            &want,
+            1e-7,
+        );
     }
 }
 
@@ -73,6 +103,12 @@ fn short_buffers_are_errors() {
     let k = Norm::new(&ctx).unwrap();
     let x = q.alloc::<f32>(100).unwrap();
     let w = q.alloc::<f32>(64).unwrap();
-    let e = k.rms_norm(&q, &x, &w, &x, 2, 64, 1e-5).unwrap_err().to_string();
-    assert!(e.contains("x holds 100 elements, the launch needs 128"), "{e}");
+    let e = k
+        .rms_norm(&q, &x, &w, &x, 2, 64, 1e-5)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("x holds 100 elements, the launch needs 128"),
+        "{e}"
+    );
 }

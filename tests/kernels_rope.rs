@@ -29,7 +29,9 @@ fn rope_matches_reference() {
         k.run(&q, mode, &xd, &pd, &table, t, n_head, hd).unwrap();
         let got = q.to_vec(&xd).unwrap();
         let want = rope::reference(mode, &x, &pos, &rope::rope_freqs(base, n_rot), n_head, hd);
-        let label = format!("rope {mode:?} base {base} T {t} heads {n_head} hd {hd} n_rot {n_rot} pos <= {max_pos}");
+        let label = format!(
+            "rope {mode:?} base {base} T {t} heads {n_head} hd {hd} n_rot {n_rot} pos <= {max_pos}"
+        );
         check_nmse(&label, &got, &want, 1e-7);
         // the unrotated tail passes through bit for bit
         for r in 0..t * n_head {
@@ -47,9 +49,13 @@ fn rope_position_zero_is_identity_and_errors_are_clear() {
     let table = RopeTable::new(&q, 10000.0, 64).unwrap();
     let x = uniform(&mut rng, 2 * 64, -2.0, 2.0);
     let (xd, pd) = (q.upload(&x).unwrap(), q.upload(&[0i32, 0]).unwrap());
-    k.run(&q, RopeMode::Neox, &xd, &pd, &table, 2, 1, 64).unwrap();
+    k.run(&q, RopeMode::Neox, &xd, &pd, &table, 2, 1, 64)
+        .unwrap();
     assert_bitwise("rope at position 0", &q.to_vec(&xd).unwrap(), &x);
-    let e = k.run(&q, RopeMode::Neox, &xd, &pd, &table, 2, 1, 32).unwrap_err().to_string();
+    let e = k
+        .run(&q, RopeMode::Neox, &xd, &pd, &table, 2, 1, 32)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("n_rot 64 exceeds head_dim 32"), "{e}");
     assert!(RopeTable::new(&q, 10000.0, 7).is_err());
 }

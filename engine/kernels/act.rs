@@ -136,7 +136,10 @@ pub fn reference_gelu_mul(gate: &[f32], up: &[f32]) -> Vec<f64> {
 
 /// a + b in f64.
 pub fn reference_add(a: &[f32], b: &[f32]) -> Vec<f64> {
-    a.iter().zip(b).map(|(&x, &y)| x as f64 + y as f64).collect()
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| x as f64 + y as f64)
+        .collect()
 }
 
 /// x * s in f64.

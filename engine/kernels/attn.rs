@@ -24,9 +24,11 @@ pub struct Attention {
 impl Attention {
     /// head_dim: a multiple of 16 (64 for SmolLM2, 256 for Gemma 3 270M).
     pub fn new(ctx: &Context, head_dim: usize) -> Result<Attention> {
-        ensure(OP, head_dim % 16 == 0 && head_dim > 0 && head_dim <= 1024, || {
-            format!("head_dim {head_dim} must be a multiple of 16 in 16..=1024")
-        })?;
+        ensure(
+            OP,
+            head_dim % 16 == 0 && head_dim > 0 && head_dim <= 1024,
+            || format!("head_dim {head_dim} must be a multiple of 16 in 16..=1024"),
+        )?;
         let opt = format!("-DCFG_HD={head_dim}");
         let m = ctx.module(&kernels::ATTN, &[opt.as_str()])?;
         Ok(Attention {
@@ -109,7 +111,11 @@ pub fn reference(
     let mut out = vec![0.0f64; pos.len() * n_head * head_dim];
     for (t, &p) in pos.iter().enumerate() {
         let p = p as usize;
-        let lo = if window > 0 { (p + 1).saturating_sub(window) } else { 0 };
+        let lo = if window > 0 {
+            (p + 1).saturating_sub(window)
+        } else {
+            0
+        };
         for h in 0..n_head {
             let qr = &qrows[(t * n_head + h) * head_dim..][..head_dim];
             let kvh = h / group;
@@ -117,7 +123,11 @@ pub fn reference(
             let val = |j: usize| &vc[(kvh * n_ctx + j) * head_dim..][..head_dim];
             let scores: Vec<f64> = (lo..=p)
                 .map(|j| {
-                    let dot: f64 = qr.iter().zip(key(j)).map(|(&a, b)| a as f64 * b.to_f64()).sum();
+                    let dot: f64 = qr
+                        .iter()
+                        .zip(key(j))
+                        .map(|(&a, b)| a as f64 * b.to_f64())
+                        .sum();
                     dot * scale as f64
                 })
                 .collect();

@@ -50,7 +50,7 @@ impl Embed {
     pub fn run(
         &self,
         q: &Queue,
-        w: &DeviceBuffer<u8>,    // (n_vocab, n_embd) in `ty`, GGUF bytes
+        w: &DeviceBuffer<u8>, // (n_vocab, n_embd) in `ty`, GGUF bytes
         ty: EmbedType,
         n_vocab: usize,
         n_embd: usize,
@@ -97,24 +97,29 @@ pub fn check_ids(ids: &[i32], n_vocab: usize) -> Result<()> {
         None => Ok(()),
         Some(i) => Err(crate::sycl::SyclError::invalid(
             OP,
-            format!("token id {} at index {i} is outside the vocabulary [0, {n_vocab})", ids[i]),
+            format!(
+                "token id {} at index {i} is outside the vocabulary [0, {n_vocab})",
+                ids[i]
+            ),
         )),
     }
 }
 
 /// Reference: the same rows dequantised and scaled in f64. `w` is the whole tensor's bytes.
 pub fn reference(w: &[u8], ty: EmbedType, n_embd: usize, ids: &[i32], scale: f32) -> Vec<f64> {
-    let row = ty.row_bytes(n_embd).expect("reference called with a valid n_embd"); // test-side use
+    let row = ty
+        .row_bytes(n_embd)
+        .expect("reference called with a valid n_embd"); // test-side use
     let mut out = Vec::with_capacity(ids.len() * n_embd);
     for &id in ids {
         let r = &w[id as usize * row..(id as usize + 1) * row];
         for e in 0..n_embd {
             let v = match ty {
                 // the slice is 4 bytes long by construction
-                EmbedType::F32 => f32::from_le_bytes(r[4 * e..4 * e + 4].try_into().unwrap()) as f64,
-                EmbedType::F16 => {
-                    half::f16::from_le_bytes([r[2 * e], r[2 * e + 1]]).to_f64()
+                EmbedType::F32 => {
+                    f32::from_le_bytes(r[4 * e..4 * e + 4].try_into().unwrap()) as f64
                 }
+                EmbedType::F16 => half::f16::from_le_bytes([r[2 * e], r[2 * e + 1]]).to_f64(),
                 EmbedType::Q8_0 => {
                     let b = &r[e / 32 * 34..e / 32 * 34 + 34];
                     let d = half::f16::from_le_bytes([b[0], b[1]]).to_f64();

@@ -11,11 +11,19 @@ pub fn int(op: &'static str, what: &str, v: usize) -> Result<i32> {
 }
 
 /// Checks that `buf` holds at least `need` elements.
-pub fn holds<T: Copy>(op: &'static str, what: &str, buf: &DeviceBuffer<T>, need: usize) -> Result<()> {
+pub fn holds<T: Copy>(
+    op: &'static str,
+    what: &str,
+    buf: &DeviceBuffer<T>,
+    need: usize,
+) -> Result<()> {
     if buf.len() < need {
         return Err(SyclError::invalid(
             op,
-            format!("{what} holds {} elements, the launch needs {need}", buf.len()),
+            format!(
+                "{what} holds {} elements, the launch needs {need}",
+                buf.len()
+            ),
         ));
     }
     Ok(())

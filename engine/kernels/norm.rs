@@ -30,7 +30,12 @@ impl Norm {
         })
     }
 
-    fn check(rows: usize, n: usize, bufs: &[(&str, &DeviceBuffer<f32>)], w: &DeviceBuffer<f32>) -> Result<i32> {
+    fn check(
+        rows: usize,
+        n: usize,
+        bufs: &[(&str, &DeviceBuffer<f32>)],
+        w: &DeviceBuffer<f32>,
+    ) -> Result<i32> {
         let total = prod(OP, &[rows, n])?;
         for (what, b) in bufs {
             holds(OP, what, b, total)?;
@@ -59,7 +64,13 @@ impl Norm {
         q.launch(
             &self.rms,
             NdRange::groups(rows, 16),
-            &[Arg::buf(x), Arg::buf(w), Arg::buf(y), Arg::i32(ni), Arg::f32(eps)],
+            &[
+                Arg::buf(x),
+                Arg::buf(w),
+                Arg::buf(y),
+                Arg::i32(ni),
+                Arg::f32(eps),
+            ],
         )
     }
 
@@ -113,7 +124,13 @@ impl Norm {
         q.launch(
             &self.rms_add,
             NdRange::groups(rows, 16),
-            &[Arg::buf(a), Arg::buf(w), Arg::buf(res), Arg::i32(ni), Arg::f32(eps)],
+            &[
+                Arg::buf(a),
+                Arg::buf(w),
+                Arg::buf(res),
+                Arg::i32(ni),
+                Arg::f32(eps),
+            ],
         )
     }
 }
@@ -124,14 +141,24 @@ pub fn reference(x: &[f32], w: &[f32], n: usize, eps: f32) -> Vec<f64> {
     for row in x.chunks(n) {
         let ss: f64 = row.iter().map(|&v| v as f64 * v as f64).sum();
         let inv = 1.0 / (ss / n as f64 + eps as f64).sqrt();
-        out.extend(row.iter().zip(w).map(|(&v, &wi)| v as f64 * inv * wi as f64));
+        out.extend(
+            row.iter()
+                .zip(w)
+                .map(|(&v, &wi)| v as f64 * inv * wi as f64),
+        );
     }
     out
 }
 
 /// Reference for `add_rms_norm`: returns (res + a, rms_norm(res + a) * w), both in f64. The sum
 /// is what the kernel stores in f32 and then normalises, so the norm is taken of the f32 sum.
-pub fn reference_add_norm(res: &[f32], a: &[f32], w: &[f32], n: usize, eps: f32) -> (Vec<f64>, Vec<f64>) {
+pub fn reference_add_norm(
+    res: &[f32],
+    a: &[f32],
+    w: &[f32],
+    n: usize,
+    eps: f32,
+) -> (Vec<f64>, Vec<f64>) {
     let sum: Vec<f32> = res.iter().zip(a).map(|(&r, &x)| r + x).collect();
     let y = reference(&sum, w, n, eps);
     (sum.iter().map(|&v| v as f64).collect(), y)

@@ -120,9 +120,9 @@ impl Rope {
 /// the table the kernel gets).
 pub fn reference(
     mode: RopeMode,
-    x: &[f32],     // (t, n_head * head_dim)
-    pos: &[i32],   // (t)
-    freq: &[f32],  // (n_rot / 2)
+    x: &[f32],    // (t, n_head * head_dim)
+    pos: &[i32],  // (t)
+    freq: &[f32], // (n_rot / 2)
     n_head: usize,
     head_dim: usize,
 ) -> Vec<f64> {

@@ -5,13 +5,11 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata::sycl::{self, Context, Queue};
+use strata::sycl::{Card, Context, Queue};
 
 pub fn setup() -> (Context, Queue) {
-    let dev = sycl::cpu_device().expect("the SYCL CPU device (run `make setup`)");
-    let ctx = Context::new(&[dev.clone()]).expect("SYCL context");
-    let q = ctx.queue(&dev).expect("SYCL queue");
-    (ctx, q)
+    let card = Card::cpu().expect("the SYCL CPU device (run `make setup`)");
+    (card.context, card.queue)
 }
 
 /// A fresh generator; STRATA_TEST_SEED=<n> replays a run.
