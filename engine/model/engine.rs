@@ -14,7 +14,8 @@ use crate::kernels::embed::Embed;
 use crate::kernels::kv::KvStore;
 use crate::kernels::norm::Norm;
 use crate::kernels::rope::{Rope, RopeMode, RopeTable};
-use crate::kernels::MatrixKernels;
+use super::actq::{ActQ, ActRound};
+use crate::kernels::{MatrixKernels, WeightView};
 use crate::sycl::{Card, DeviceBuffer, Queue};
 use half::f16;
 use std::path::Path;
@@ -28,11 +29,13 @@ pub struct EngineOptions {
     pub n_ctx: usize,
     /// Rows per prefill step (scratch buffers are sized by it).
     pub chunk: usize,
+    /// Round matmul inputs through 8-bit blocks as llama.cpp does (`actq`); off = f32 inputs.
+    pub act_round: bool,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { n_ctx: 0, chunk: 256 }
+        EngineOptions { n_ctx: 0, chunk: 256, act_round: true }
     }
 }
 
@@ -45,6 +48,30 @@ pub struct Kernels {
     pub kv: KvStore,
     pub attn: Attention,
     pub act: Elementwise,
+    pub actq: ActQ,
+    pub act_round: bool,
+}
+
+impl Kernels {
+    /// y = W x for `t` rows, x first rounded into `xq` per `ActRound::for_type` when enabled.
+    pub fn mul(
+        &self,
+        q: &Queue,
+        w: &WeightView,
+        x: &DeviceBuffer<f32>,     // (t, n_in)
+        xq: &DeviceBuffer<f32>,    // (>= t * n_in) rounding scratch
+        y: &mut DeviceBuffer<f32>, // (t, n_out)
+        t: usize,
+    ) -> Result<(), EngineError> {
+        let mode = if self.act_round { ActRound::for_type(w.type_id) } else { ActRound::None };
+        if mode == ActRound::None {
+            self.mat.mul(q, w, x, y, t)?;
+        } else {
+            self.actq.run(q, mode, x, xq, t * w.n_in)?;
+            self.mat.mul(q, w, xq, y, t)?;
+        }
+        Ok(())
+    }
 }
 
 /// Activations for up to `rows` tokens, all (rows, width) f32, token-major.
@@ -59,6 +86,7 @@ pub struct Scratch {
     pub o: DeviceBuffer<f32>,    // (rows, n_embd) block output
     pub gate: DeviceBuffer<f32>, // (rows, n_ff)
     pub up: DeviceBuffer<f32>,   // (rows, n_ff)
+    pub xq: DeviceBuffer<f32>,   // (rows, max(n_embd, q_dim, n_ff)) rounded matmul input
     pub ids: DeviceBuffer<i32>,  // (rows)
     pub pos: DeviceBuffer<i32>,  // (rows)
     sel1: DeviceBuffer<f32>,     // (1, n_embd) the row the head runs on when one is wanted
@@ -86,6 +114,7 @@ impl Scratch {
             o: f(rows * c.n_embd)?,
             gate: f(rows * c.n_ff)?,
             up: f(rows * c.n_ff)?,
+            xq: f(rows * c.n_embd.max(c.q_dim()).max(c.n_ff))?,
             sel1: f(c.n_embd)?,
             sel: f(LOGIT_ROWS * c.n_embd)?,
             logits1: f(c.n_vocab)?,
@@ -158,6 +187,8 @@ impl Engine {
             kv: KvStore::new(ctx)?,
             attn: Attention::new(ctx, cfg.head_dim)?,
             act: Elementwise::new(ctx)?,
+            actq: ActQ::new(ctx)?,
+            act_round: opts.act_round,
         };
         kernels.mat.prepare(&weights.matrix_types())?;
         let mut rope_tables: Vec<RopeTable> = Vec::new();
@@ -331,7 +362,7 @@ impl Engine {
                 rows[j * c.n_embd..(j + 1) * c.n_embd].copy_from_slice(&all[r * c.n_embd..(r + 1) * c.n_embd]);
             }
             q.upload_to(sel, &rows)?;
-            k.mat.mul(q, &head, sel, logits, n)?;
+            k.mul(q, &head, sel, &s.xq, logits, n)?;
             let l = q.to_vec(logits)?;
             for (j, &r) in group.iter().enumerate() {
                 let row = l[j * c.n_vocab..(j + 1) * c.n_vocab].to_vec();

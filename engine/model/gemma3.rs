@@ -17,9 +17,9 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     let (k, q, c, w, t, il) = (l.k, l.q, l.cfg, l.w, l.t, l.il);
     let lc = &c.layers[il];
     k.norm.rms_norm(q, &s.x, &w.attn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
-    k.mat.mul(q, &w.wq.view(), &s.h, &mut s.q, t)?;
-    k.mat.mul(q, &w.wk.view(), &s.h, &mut s.k, t)?;
-    k.mat.mul(q, &w.wv.view(), &s.h, &mut s.v, t)?;
+    k.mul(q, &w.wq.view(), &s.h, &s.xq, &mut s.q, t)?;
+    k.mul(q, &w.wk.view(), &s.h, &s.xq, &mut s.k, t)?;
+    k.mul(q, &w.wv.view(), &s.h, &s.xq, &mut s.v, t)?;
     k.norm.rms_norm(q, &s.q, need(&w.q_norm, il, "attn_q_norm")?, &s.q, t * c.n_head, c.head_dim, c.rms_eps)?;
     k.norm.rms_norm(q, &s.k, need(&w.k_norm, il, "attn_k_norm")?, &s.k, t * c.n_kv_head, c.head_dim, c.rms_eps)?;
     let mode = Engine::rope_mode(c);
@@ -27,13 +27,13 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     k.rope.run(q, mode, &s.k, &s.pos, l.rope, t, c.n_kv_head, c.head_dim)?;
     k.kv.run(q, &s.k, &s.v, l.kc, l.vc, &s.pos, t, c.n_kv_head, c.head_dim, l.n_ctx)?;
     k.attn.run(q, &s.q, l.kc, l.vc, &s.pos, &s.att, t, c.n_head, c.n_kv_head, l.n_ctx, lc.window, c.attn_scale)?;
-    k.mat.mul(q, &w.wo.view(), &s.att, &mut s.o, t)?;
+    k.mul(q, &w.wo.view(), &s.att, &s.xq, &mut s.o, t)?;
     k.norm.rms_norm_add(q, &s.o, need(&w.post_attn_norm, il, "post_attention_norm")?, &s.x, t, c.n_embd, c.rms_eps)?;
     k.norm.rms_norm(q, &s.x, &w.ffn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
-    k.mat.mul(q, &w.gate.view(), &s.h, &mut s.gate, t)?;
-    k.mat.mul(q, &w.up.view(), &s.h, &mut s.up, t)?;
+    k.mul(q, &w.gate.view(), &s.h, &s.xq, &mut s.gate, t)?;
+    k.mul(q, &w.up.view(), &s.h, &s.xq, &mut s.up, t)?;
     k.act.gelu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
-    k.mat.mul(q, &w.down.view(), &s.gate, &mut s.o, t)?;
+    k.mul(q, &w.down.view(), &s.gate, &s.xq, &mut s.o, t)?;
     k.norm.rms_norm_add(q, &s.o, need(&w.post_ffw_norm, il, "post_ffw_norm")?, &s.x, t, c.n_embd, c.rms_eps)?;
     Ok(())
 }

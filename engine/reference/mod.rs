@@ -10,6 +10,7 @@ pub mod ops;
 
 use crate::gguf::{Arch, Gguf};
 use crate::model::config::{names, ModelConfig};
+use crate::model::actq::{self, ActRound};
 use ops::Mat;
 
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +57,8 @@ pub struct RefModel {
     embd_type: u32,
     embd_bytes: Vec<u8>,
     embd_row_bytes: usize,
+    /// Rounding of the tied head's input.
+    head_round: ActRound,
     output: Option<Mat>,
     output_norm: Vec<f32>,
     layers: Vec<RefLayer>,
@@ -76,7 +79,7 @@ fn vector(g: &Gguf, name: &str, n: usize) -> Result<Vec<f32>> {
     Ok(out)
 }
 
-fn matrix(g: &Gguf, name: &str, n_out: usize, n_in: usize) -> Result<Mat> {
+fn matrix(g: &Gguf, name: &str, n_out: usize, n_in: usize, round: bool) -> Result<Mat> {
     let (info, bytes) = tensor(g, name)?;
     if info.dims.len() != 2 || info.dims[0] as usize != n_in || info.dims[1] as usize != n_out {
         return Err(RefError::Tensor {
@@ -86,11 +89,14 @@ fn matrix(g: &Gguf, name: &str, n_out: usize, n_in: usize) -> Result<Mat> {
     }
     let mut data = vec![0f32; n_out * n_in];
     crate::quant::dequantize_by_type(info.ggml_type.id(), bytes, &mut data)?;
-    Ok(Mat { n_out, n_in, data })
+    let t = info.ggml_type.id();
+    let round = if round { ActRound::for_type(t) } else { ActRound::None };
+    Ok(Mat { n_out, n_in, data, round })
 }
 
 impl RefModel {
-    pub fn load(g: &Gguf) -> Result<RefModel> {
+    /// `act_round`: round matmul inputs like llama.cpp (and the engine's default).
+    pub fn load(g: &Gguf, act_round: bool) -> Result<RefModel> {
         let cfg = ModelConfig::from_gguf(g)?;
         let (e, d, q, kv, ff) = (cfg.n_embd, cfg.head_dim, cfg.q_dim(), cfg.kv_dim(), cfg.n_ff);
         let gemma = cfg.arch == Arch::Gemma3;
@@ -105,17 +111,17 @@ impl RefModel {
         for il in 0..cfg.n_layer {
             layers.push(RefLayer {
                 attn_norm: vector(g, &names::blk(il, "attn_norm"), e)?,
-                wq: matrix(g, &names::blk(il, "attn_q"), q, e)?,
-                wk: matrix(g, &names::blk(il, "attn_k"), kv, e)?,
-                wv: matrix(g, &names::blk(il, "attn_v"), kv, e)?,
-                wo: matrix(g, &names::blk(il, "attn_output"), e, q)?,
+                wq: matrix(g, &names::blk(il, "attn_q"), q, e, act_round)?,
+                wk: matrix(g, &names::blk(il, "attn_k"), kv, e, act_round)?,
+                wv: matrix(g, &names::blk(il, "attn_v"), kv, e, act_round)?,
+                wo: matrix(g, &names::blk(il, "attn_output"), e, q, act_round)?,
                 q_norm: opt(il, "attn_q_norm", d)?,
                 k_norm: opt(il, "attn_k_norm", d)?,
                 post_attn_norm: opt(il, "post_attention_norm", e)?,
                 ffn_norm: vector(g, &names::blk(il, "ffn_norm"), e)?,
-                gate: matrix(g, &names::blk(il, "ffn_gate"), ff, e)?,
-                up: matrix(g, &names::blk(il, "ffn_up"), ff, e)?,
-                down: matrix(g, &names::blk(il, "ffn_down"), e, ff)?,
+                gate: matrix(g, &names::blk(il, "ffn_gate"), ff, e, act_round)?,
+                up: matrix(g, &names::blk(il, "ffn_up"), ff, e, act_round)?,
+                down: matrix(g, &names::blk(il, "ffn_down"), e, ff, act_round)?,
                 post_ffw_norm: opt(il, "post_ffw_norm", e)?,
             });
         }
@@ -129,7 +135,7 @@ impl RefModel {
             });
         }
         let output = match g.tensor_info(names::OUTPUT) {
-            Some(_) => Some(matrix(g, names::OUTPUT, cfg.n_vocab, e)?),
+            Some(_) => Some(matrix(g, names::OUTPUT, cfg.n_vocab, e, act_round)?),
             None => None,
         };
         Ok(RefModel {
@@ -137,6 +143,7 @@ impl RefModel {
             embd_type,
             embd_bytes: bytes.to_vec(),
             embd_row_bytes,
+            head_round: if act_round { ActRound::for_type(embd_type) } else { ActRound::None },
             output,
             layers,
             cfg,
@@ -159,6 +166,7 @@ impl RefModel {
         if let Some(out) = &self.output {
             return Ok(out.mul(&h));
         }
+        let h = actq::reference(self.head_round, &h);
         let mut row = vec![0f32; self.cfg.n_embd];
         let mut logits = Vec::with_capacity(self.cfg.n_vocab);
         for bytes in self.embd_bytes.chunks_exact(self.embd_row_bytes) {

@@ -1,18 +1,23 @@
 //! Scalar building blocks of the reference forward: every dot product and every sum of squares
 //! accumulates in f64; values between steps are f32, as on the device.
 
+use crate::model::actq::{self, ActRound};
+
 /// A dequantized weight matrix (n_out, n_in), row-major.
 pub struct Mat {
     pub n_out: usize,
     pub n_in: usize,
     pub data: Vec<f32>,
+    /// How the input is rounded first (llama.cpp's 8-bit activations, or none).
+    pub round: ActRound,
 }
 
 impl Mat {
-    /// y = W x for one activation row.
+    /// y = W round(x) for one activation row.
     pub fn mul(&self, x: &[f32]) -> Vec<f32> {
         assert_eq!(x.len(), self.n_in, "reference matmul: caller passes an n_in row");
-        self.data.chunks_exact(self.n_in).map(|row| dot(row, x) as f32).collect()
+        let xr = actq::reference(self.round, x);
+        self.data.chunks_exact(self.n_in).map(|row| dot(row, &xr) as f32).collect()
     }
 }
 
