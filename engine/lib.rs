@@ -3,8 +3,12 @@
 //! through the engine process protocol (`protocol`).
 
 pub mod gguf;
+pub mod kernels;
+pub mod model;
 pub mod paths;
 pub mod protocol;
+pub mod reference;
 pub mod quant;
+pub mod sampling;
 pub mod sycl;
 pub mod tokenizer;

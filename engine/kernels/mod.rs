@@ -1,0 +1,18 @@
+//! Compute kernel families: Rust launchers and f64 references beside the SYCL sources in
+//! `sycl/kernels/` (one file per family). See docs/kernels.md.
+
+pub mod matmul;
+pub mod mmvq;
+pub mod qmatrix;
+
+pub use qmatrix::{matrix_ref, Family, MatrixError, MatrixKernels, QuantMatrix, WeightView};
+
+// Float kernels (embedding, norms, RoPE, KV cache, attention, softmax, element-wise).
+pub mod act;
+pub mod attn;
+pub mod embed;
+pub mod float_args;
+pub mod kv;
+pub mod norm;
+pub mod rope;
+pub mod softmax;
