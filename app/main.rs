@@ -35,6 +35,8 @@ enum Command {
     Devices(cmd::devices::Args),
     /// Show a GGUF file's architecture, hyper-parameters, tokenizer and tensors.
     Inspect(cmd::inspect::Args),
+    /// The inference engine process (JSON lines on stdin/stdout; run by the TUI).
+    Engine(cmd::engine::Args),
 }
 
 fn main() {
@@ -44,6 +46,7 @@ fn main() {
     let result = match cli.command {
         Some(Command::Devices(a)) => cmd::devices::run(a),
         Some(Command::Inspect(a)) => cmd::inspect::run(a),
+        Some(Command::Engine(a)) => cmd::engine::run(a),
         None => tui::run(tui::Options {
             preset: cli.preset,
             resume: cli.resume,

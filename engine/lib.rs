@@ -10,5 +10,6 @@ pub mod protocol;
 pub mod reference;
 pub mod quant;
 pub mod sampling;
+pub mod server;
 pub mod sycl;
 pub mod tokenizer;
