@@ -267,6 +267,21 @@ impl Tokenizer {
         out
     }
 
+    /// Encodes a rendered chat prompt: special tokens in the text are parsed, and BOS is added
+    /// when the model wants one unless the prompt text already starts with it.
+    pub fn encode_prompt(&self, prompt: &str) -> Vec<u32> {
+        let ids = self.encode(prompt, false, true);
+        match self.bos {
+            Some(b) if self.add_bos && ids.first() != Some(&b) => {
+                let mut v = Vec::with_capacity(ids.len() + 1);
+                v.push(b);
+                v.extend(ids);
+                v
+            }
+            _ => ids,
+        }
+    }
+
     /// Bytes of ids joined (control tokens only with `render_special`); the leading space that
     /// `add_space_prefix` inserted is removed from the first token, as llama.cpp does.
     pub fn decode_bytes(&self, ids: &[u32], render_special: bool) -> Vec<u8> {
