@@ -56,9 +56,19 @@ fn emoji_split_across_byte_tokens_is_emitted_once() {
         let mut d = StreamDecoder::new(false);
         let parts: Vec<String> = ids.iter().map(|&id| d.push(&tok, id)).collect();
         let non_empty: Vec<&String> = parts.iter().filter(|p| !p.is_empty()).collect();
-        assert!(parts.iter().all(|p| !p.contains('\u{FFFD}')), "{env}: {parts:?}");
-        assert_eq!(non_empty.first().map(|s| s.as_str()).unwrap_or(""), "🜁", "{env}: {parts:?} from {ids:?}");
-        assert!(ids.len() > non_empty.len(), "{env}: expected the emoji to span several tokens: {ids:?}");
+        assert!(
+            parts.iter().all(|p| !p.contains('\u{FFFD}')),
+            "{env}: {parts:?}"
+        );
+        assert_eq!(
+            non_empty.first().map(|s| s.as_str()).unwrap_or(""),
+            "🜁",
+            "{env}: {parts:?} from {ids:?}"
+        );
+        assert!(
+            ids.len() > non_empty.len(),
+            "{env}: expected the emoji to span several tokens: {ids:?}"
+        );
     }
 }
 
@@ -67,8 +77,14 @@ fn special_flags_and_ids() {
     let smol = load(SMOLLM2_ENV);
     let gemma = load(GEMMA3_ENV);
     // Ids as the GGUF metadata declares them (checked with the gguf package); EOT found by text.
-    assert_eq!((smol.bos(), smol.eos(), smol.eot()), (Some(1), Some(2), Some(2)));
-    assert_eq!((gemma.bos(), gemma.eos(), gemma.eot()), (Some(2), Some(1), gemma.token_id("<end_of_turn>")));
+    assert_eq!(
+        (smol.bos(), smol.eos(), smol.eot()),
+        (Some(1), Some(2), Some(2))
+    );
+    assert_eq!(
+        (gemma.bos(), gemma.eos(), gemma.eot()),
+        (Some(2), Some(1), gemma.token_id("<end_of_turn>"))
+    );
     assert!(gemma.is_eog(1) && gemma.is_eog(106) && smol.is_eog(2) && smol.is_eog(0));
     // add_bos: Gemma yes, SmolLM2 no.
     assert_eq!(gemma.encode("hi", true, false).first(), Some(&2));
@@ -76,7 +92,9 @@ fn special_flags_and_ids() {
     assert_eq!(gemma.encode("", true, false), vec![2]);
     assert!(smol.encode("", true, true).is_empty());
     // parse_special decides whether control-token text becomes the control token.
-    let im = smol.token_id("<|im_start|>").expect("<|im_start|> in vocab");
+    let im = smol
+        .token_id("<|im_start|>")
+        .expect("<|im_start|> in vocab");
     assert_eq!(smol.encode("<|im_start|>", false, true), vec![im]);
     assert!(!smol.encode("<|im_start|>", false, false).contains(&im));
     // Out-of-range ids decode to U+FFFD, never a panic.

@@ -15,7 +15,12 @@ fn messages(v: &Value) -> Vec<ChatMessage> {
     v.as_array()
         .expect("messages")
         .iter()
-        .map(|m| ChatMessage::new(m["role"].as_str().expect("role"), m["content"].as_str().expect("content")))
+        .map(|m| {
+            ChatMessage::new(
+                m["role"].as_str().expect("role"),
+                m["content"].as_str().expect("content"),
+            )
+        })
         .collect()
 }
 
@@ -26,7 +31,9 @@ fn smollm2_template_matches_jinja2() {
     let fx: Value = serde_json::from_str(&text).expect("fixture JSON");
     let tok = load(SMOLLM2_ENV);
     let tmpl = ChatTemplate::from_tokenizer(&tok);
-    let cases = fx["models"]["smollm2"]["chat"].as_array().expect("chat cases");
+    let cases = fx["models"]["smollm2"]["chat"]
+        .as_array()
+        .expect("chat cases");
     assert!(cases.len() >= 3);
     for case in cases {
         let msgs = messages(&case["messages"]);
@@ -34,14 +41,22 @@ fn smollm2_template_matches_jinja2() {
         let r = tmpl.render(&msgs, agp);
         assert_eq!(r.warning, None);
         assert_eq!(r.template_name, "model");
-        assert_eq!(r.prompt, case["rendered"].as_str().expect("rendered"), "messages {msgs:?}");
+        assert_eq!(
+            r.prompt,
+            case["rendered"].as_str().expect("rendered"),
+            "messages {msgs:?}"
+        );
         assert!(r.stops.iter().any(|s| s == "<|im_end|>"), "{:?}", r.stops);
         assert!(r.stop_ids.contains(&2));
     }
     // The prompt tokenizes with its control tokens recognised (no BOS: SmolLM2 has add_bos false).
     let r = tmpl.render(&[ChatMessage::new("user", "hi")], true);
     let ids = tok.encode_prompt(&r.prompt);
-    assert_eq!(ids.iter().filter(|&&i| i == 1).count(), 3, "three <|im_start|> in {ids:?}");
+    assert_eq!(
+        ids.iter().filter(|&&i| i == 1).count(),
+        3,
+        "three <|im_start|> in {ids:?}"
+    );
 }
 
 #[test]
@@ -57,7 +72,14 @@ fn gemma_base_has_no_template_and_falls_back_with_warning() {
     ];
     let r = tmpl.render(&msgs, true);
     assert_eq!(r.template_name, "gemma");
-    assert!(r.warning.as_deref().unwrap_or("").contains("no chat template"), "{:?}", r.warning);
+    assert!(
+        r.warning
+            .as_deref()
+            .unwrap_or("")
+            .contains("no chat template"),
+        "{:?}",
+        r.warning
+    );
     assert_eq!(
         r.prompt,
         "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n\
@@ -77,14 +99,18 @@ fn hostile(src: &str) -> (Option<String>, String) {
     let err = strict.expect_err("hostile template must fail").to_string();
     let r = t.render(&msgs, true);
     assert_eq!(r.template_name, "chatml");
-    assert_eq!(r.prompt, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    assert_eq!(
+        r.prompt,
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    );
     (r.warning, err)
 }
 
 #[test]
 fn infinite_loop_is_stopped_by_fuel() {
     let t0 = std::time::Instant::now();
-    let (warning, err) = hostile("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}");
+    let (warning, err) =
+        hostile("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}");
     println!("stopped after {:?}: {err}", t0.elapsed());
     assert!(err.contains("instruction budget"), "{err}");
     assert!(warning.unwrap_or_default().contains("instruction budget"));
@@ -94,10 +120,16 @@ fn infinite_loop_is_stopped_by_fuel() {
 fn huge_output_is_capped() {
     let (_, err) = hostile("{% for i in range(100000) %}{{ 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' }}{% endfor %}");
     println!("{err}");
-    assert!(err.contains("exceeds") || err.contains("instruction budget"), "{err}");
+    assert!(
+        err.contains("exceeds") || err.contains("instruction budget"),
+        "{err}"
+    );
     let (_, err) = hostile("{{ 'x' * 1000000000 }}");
     println!("{err}");
-    assert!(err.contains("exceeds") || err.contains("budget") || err.contains("invalid"), "{err}");
+    assert!(
+        err.contains("exceeds") || err.contains("budget") || err.contains("invalid"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -124,8 +156,13 @@ fn python_methods_and_filters_used_by_hf_templates() {
                {{ m.content.startswith(('x','  he')) }}|{{ m | tojson }}{% endfor %}{{ strftime_now('%Y') | length }}";
     let t = ChatTemplate::new(Some(src.to_string()), Builtin::ChatMl, "", "");
     let msgs = [ChatMessage::new("user", "  hello ")];
-    let out = t.render_strict(&msgs, false, Limits::for_messages(&msgs)).expect("renders");
+    let out = t
+        .render_strict(&msgs, false, Limits::for_messages(&msgs))
+        .expect("renders");
     assert!(out.starts_with("USER:hello|True|{"), "{out}");
-    assert!(out.contains("\"role\":\"user\"") || out.contains("\"role\": \"user\""), "{out}");
+    assert!(
+        out.contains("\"role\":\"user\"") || out.contains("\"role\": \"user\""),
+        "{out}"
+    );
     assert!(out.ends_with('4'), "{out}");
 }

@@ -37,18 +37,24 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let tok = Tokenizer::from_gguf_path(&a.model).with_context(|| format!("loading tokenizer of {}", a.model.display()))?;
+    let tok = Tokenizer::from_gguf_path(&a.model)
+        .with_context(|| format!("loading tokenizer of {}", a.model.display()))?;
     if let Some(list) = &a.decode {
         let ids = list
             .split_whitespace()
-            .map(|s| s.parse::<u32>().with_context(|| format!("--decode: `{s}` is not a token id")))
+            .map(|s| {
+                s.parse::<u32>()
+                    .with_context(|| format!("--decode: `{s}` is not a token id"))
+            })
             .collect::<anyhow::Result<Vec<_>>>()?;
         println!("{}", tok.decode(&ids, true));
         return Ok(());
     }
     let text = match (&a.text, &a.file) {
         (Some(t), _) => t.clone(),
-        (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+        (None, Some(f)) => {
+            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?
+        }
         (None, None) => bail!("give --text TEXT or --file FILE (or --decode IDS)"),
     };
     let ids = if a.chat {
@@ -62,7 +68,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             eprintln!("warning: {w}");
         }
         if !a.ids {
-            println!("template: {}\nstops: {:?} (ids {:?})\n--- prompt ---\n{}--- end ---", r.template_name, r.stops, r.stop_ids, r.prompt);
+            println!(
+                "template: {}\nstops: {:?} (ids {:?})\n--- prompt ---\n{}--- end ---",
+                r.template_name, r.stops, r.stop_ids, r.prompt
+            );
         }
         tok.encode_prompt(&r.prompt)
     } else {
