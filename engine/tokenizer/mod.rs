@@ -44,7 +44,7 @@ pub enum TokenizerKind {
 }
 
 enum Model {
-    Bpe { bpe: BpeModel, pre: PreTokenizer },
+    Bpe { bpe: Box<BpeModel>, pre: PreTokenizer },
     Spm { byte_token: Box<[Option<u32>; 256]> },
 }
 
@@ -149,7 +149,7 @@ impl Tokenizer {
                         key: "tokenizer.ggml.merges (required by a gpt2 tokenizer)".into(),
                     })?;
                 Model::Bpe {
-                    bpe: BpeModel::new(merges, &token_to_id)?,
+                    bpe: Box::new(BpeModel::new(merges, &token_to_id)?),
                     pre: PreTokenizer::from_name(spec.pre.as_deref())?,
                 }
             }
@@ -265,6 +265,21 @@ impl Tokenizer {
             out.extend(self.eos);
         }
         out
+    }
+
+    /// Encodes a rendered chat prompt: special tokens in the text are parsed, and BOS is added
+    /// when the model wants one unless the prompt text already starts with it.
+    pub fn encode_prompt(&self, prompt: &str) -> Vec<u32> {
+        let ids = self.encode(prompt, false, true);
+        match self.bos {
+            Some(b) if self.add_bos && ids.first() != Some(&b) => {
+                let mut v = Vec::with_capacity(ids.len() + 1);
+                v.push(b);
+                v.extend(ids);
+                v
+            }
+            _ => ids,
+        }
     }
 
     /// Bytes of ids joined (control tokens only with `render_special`); the leading space that
@@ -397,3 +412,10 @@ fn parse_byte_token(text: &[u8]) -> Option<u8> {
     let hex = s.strip_prefix("<0x")?.strip_suffix('>')?;
     u8::from_str_radix(hex, 16).ok()
 }
+
+// The engine shares one tokenizer between threads (behind an Arc).
+const _: fn() = || {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Tokenizer>();
+    shareable::<template::ChatTemplate>();
+};

@@ -187,9 +187,9 @@ impl ChatTemplate {
             .filter(|s| !s.is_empty())
             .collect();
         let eot = fallback.end_of_turn().to_string();
-        if !stops.contains(&eot) {
-            stops.insert(0, eot);
-        }
+        // The turn terminator first: it is what a chat stops on.
+        stops.retain(|s| *s != eot);
+        stops.insert(0, eot);
         ChatTemplate {
             source: tok.chat_template().map(str::to_string),
             fallback,
