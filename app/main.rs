@@ -22,6 +22,8 @@ enum Command {
     Devices(cmd::devices::Args),
     /// Show a GGUF file's architecture, hyper-parameters, tokenizer and tensors.
     Inspect(cmd::inspect::Args),
+    /// Tokenize text (or a chat prompt) with a model's tokenizer, or decode ids.
+    Tokenize(cmd::tokenize::Args),
 }
 
 fn main() {
@@ -31,6 +33,7 @@ fn main() {
     let result = match cli.command {
         Some(Command::Devices(a)) => cmd::devices::run(a),
         Some(Command::Inspect(a)) => cmd::inspect::run(a),
+        Some(Command::Tokenize(a)) => cmd::tokenize::run(a),
         None => Err(anyhow::anyhow!(
             "the TUI is not built yet; see `strata --help`"
         )),
