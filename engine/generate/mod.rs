@@ -340,3 +340,25 @@ impl Output<'_> {
         }
     }
 }
+
+/// The tokenizer's streaming decoder as a `TextDecoder` (control tokens not rendered).
+pub struct TokenText<'a> {
+    tok: &'a crate::tokenizer::Tokenizer,
+    stream: crate::tokenizer::StreamDecoder,
+}
+
+impl<'a> TokenText<'a> {
+    pub fn new(tok: &'a crate::tokenizer::Tokenizer) -> TokenText<'a> {
+        TokenText { tok, stream: crate::tokenizer::StreamDecoder::new(false) }
+    }
+}
+
+impl TextDecoder for TokenText<'_> {
+    fn push(&mut self, token: u32) -> String {
+        self.stream.push(self.tok, token)
+    }
+
+    fn flush(&mut self) -> String {
+        self.stream.flush()
+    }
+}
