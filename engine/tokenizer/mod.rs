@@ -44,7 +44,7 @@ pub enum TokenizerKind {
 }
 
 enum Model {
-    Bpe { bpe: BpeModel, pre: PreTokenizer },
+    Bpe { bpe: Box<BpeModel>, pre: PreTokenizer },
     Spm { byte_token: Box<[Option<u32>; 256]> },
 }
 
@@ -149,7 +149,7 @@ impl Tokenizer {
                         key: "tokenizer.ggml.merges (required by a gpt2 tokenizer)".into(),
                     })?;
                 Model::Bpe {
-                    bpe: BpeModel::new(merges, &token_to_id)?,
+                    bpe: Box::new(BpeModel::new(merges, &token_to_id)?),
                     pre: PreTokenizer::from_name(spec.pre.as_deref())?,
                 }
             }
@@ -412,3 +412,10 @@ fn parse_byte_token(text: &[u8]) -> Option<u8> {
     let hex = s.strip_prefix("<0x")?.strip_suffix('>')?;
     u8::from_str_radix(hex, 16).ok()
 }
+
+// The engine shares one tokenizer between threads (behind an Arc).
+const _: fn() = || {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Tokenizer>();
+    shareable::<template::ChatTemplate>();
+};
