@@ -1,17 +1,20 @@
-//! One `generate`: chat template -> prompt tokens -> prefill -> one-token decode steps, streaming
-//! `token` events through the stream decoder and the stop-string matcher, one `window` event per
-//! decode step (t = 1, nothing proposed), then exactly one `turn`.
+//! One `generate`: the chat template renders the messages, the tokenizer encodes the prompt, and
+//! the generation loop (`crate::generate::Generator`: prefill, verify windows with the n-gram
+//! drafter when `spec > 0`, stop tokens/strings, cancel between windows) runs it. Its text pieces
+//! become `token` events, its windows `window` events; its `TurnStats` the one `turn`.
 //!
 //! Counting (docs/protocol.md): the prefill forward yields the first token; every later forward
-//! is a window and yields one token. `decode_tokens` counts the tokens windows produced, so a
-//! reply of n tokens has `decode_tokens = windows = n - 1`, and `decode_tps` is their rate.
+//! is a window. `decode_tokens` counts the tokens windows produced, so with `spec = 0` a reply of
+//! n tokens has `decode_tokens = windows = n - 1`.
 
 use super::out::Out;
 use super::session::Session;
+use crate::generate::{GenSink, GenerateConfig, StopReason, TokenText, TurnStats, WindowStats};
 use crate::protocol::{Event, Generate, Role, Sampling, Stop, Token, Turn, Window};
-use crate::sampling::{Sampler, SamplingParams, StopMatcher};
-use crate::tokenizer::{ChatMessage, StreamDecoder};
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::sampling::SamplingParams;
+use crate::spec::MAX_DRAFT;
+use crate::tokenizer::ChatMessage;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -23,46 +26,53 @@ pub struct GenJob {
     pub cancel: Arc<AtomicBool>,
 }
 
-/// Running totals for the `turn` event.
-#[derive(Default)]
-struct Metrics {
-    prefill_tokens: u32,
-    prefill_ms: f64,
-    decode_tokens: u32,
-    decode_ms: f64,
-    windows: u32,
-    proposed: u32,
-    accepted: u32,
-    ttft_ms: f64,
-}
-
-impl Metrics {
-    fn turn(&self, id: u64, stop: Stop) -> Turn {
-        let rate = |n: u32, ms: f64| if ms > 0.0 { n as f64 * 1e3 / ms } else { 0.0 };
-        let per = |a: f64, b: u32| if b > 0 { a / b as f64 } else { 0.0 };
-        Turn {
-            id,
-            prefill_tokens: self.prefill_tokens,
-            prefill_ms: self.prefill_ms,
-            prefill_tps: rate(self.prefill_tokens, self.prefill_ms),
-            decode_tokens: self.decode_tokens,
-            decode_ms: self.decode_ms,
-            decode_tps: rate(self.decode_tokens, self.decode_ms),
-            windows: self.windows,
-            tokens_per_window: per(self.decode_tokens as f64, self.windows),
-            proposed: self.proposed,
-            accepted: self.accepted,
-            acceptance: per(self.accepted as f64, self.proposed),
-            mean_accepted_len: per(self.accepted as f64, self.windows),
-            ttft_ms: self.ttft_ms,
-            stop,
-        }
+/// The `turn` of a request that never ran (busy, no model, bad request) or failed.
+pub fn failed_turn(id: u64) -> Turn {
+    Turn {
+        id,
+        prefill_tokens: 0,
+        prefill_ms: 0.0,
+        prefill_tps: 0.0,
+        decode_tokens: 0,
+        decode_ms: 0.0,
+        decode_tps: 0.0,
+        windows: 0,
+        tokens_per_window: 0.0,
+        proposed: 0,
+        accepted: 0,
+        acceptance: 0.0,
+        mean_accepted_len: 0.0,
+        ttft_ms: 0.0,
+        stop: Stop::Error,
     }
 }
 
-/// The `turn` of a request that never ran (busy, no model, bad request).
-pub fn failed_turn(id: u64) -> Turn {
-    Metrics::default().turn(id, Stop::Error)
+/// The generation loop's turn figures as the protocol's `turn`; `queued_ms` (request read ->
+/// loop start: template, tokenizer, waiting for the worker) is added to the time to first token.
+fn turn(id: u64, t: &TurnStats, queued_ms: f64) -> Turn {
+    Turn {
+        id,
+        prefill_tokens: t.prefill_tokens,
+        prefill_ms: t.prefill_ms,
+        prefill_tps: t.prefill_tps,
+        decode_tokens: t.decode_tokens,
+        decode_ms: t.decode_ms,
+        decode_tps: t.decode_tps,
+        windows: t.windows,
+        tokens_per_window: t.tokens_per_window,
+        proposed: t.proposed,
+        accepted: t.accepted,
+        acceptance: t.acceptance,
+        mean_accepted_len: t.mean_accepted_len,
+        ttft_ms: t.ttft_ms + queued_ms,
+        stop: match t.stop {
+            StopReason::Eos => Stop::Eos,
+            StopReason::StopString => Stop::StopString,
+            // The protocol has no "context full": the turn ran out of room for tokens.
+            StopReason::MaxTokens | StopReason::ContextFull => Stop::MaxTokens,
+            StopReason::Cancelled => Stop::Cancelled,
+        },
+    }
 }
 
 /// Protocol sampling -> the sampler's parameters (seed None = from the clock).
@@ -84,43 +94,38 @@ pub fn sampling_params(s: &Sampling) -> SamplingParams {
     }
 }
 
-/// Streams text out: token ids -> UTF-8 pieces -> stop-string holdback -> `token` events.
-struct Emitter<'a> {
+/// Sends the loop's text and windows out as events of generation `id`.
+struct Sink<'a> {
     out: &'a Out,
     id: u64,
-    dec: StreamDecoder,
-    stops: StopMatcher,
 }
 
-impl Emitter<'_> {
-    /// Returns true when a stop string ended the turn.
-    fn push(&mut self, s: &Session, tok: u32) -> bool {
-        let piece = self.dec.push(&s.tok, tok);
-        let o = self.stops.push(&piece);
-        self.send(o.emit);
-        o.stopped
-    }
-
-    fn finish(&mut self) {
-        let tail = self.dec.flush();
-        let mut text = self.stops.push(&tail).emit;
-        text.push_str(&self.stops.finish());
-        self.send(text);
-    }
-
-    fn send(&self, text: String) {
-        if !text.is_empty() {
-            self.out.emit(&Event::Token(Token { id: self.id, text }));
+impl GenSink for Sink<'_> {
+    fn text(&mut self, piece: &str) {
+        if !piece.is_empty() {
+            self.out.emit(&Event::Token(Token {
+                id: self.id,
+                text: piece.to_string(),
+            }));
         }
+    }
+
+    fn window(&mut self, w: &WindowStats) {
+        self.out.emit(&Event::Window(Window {
+            id: self.id,
+            ms: w.ms,
+            t: w.t,
+            proposed: w.proposed,
+            accepted: w.accepted,
+        }));
     }
 }
 
 /// Runs one generation to its end, emitting everything including the `turn` (not `devices`).
 /// Errors become an `error` event with the id followed by `turn{stop: "error"}`.
 pub fn generate(s: &mut Session, job: &GenJob, out: &Out) -> Turn {
-    let mut m = Metrics::default();
-    let stop = match run(s, job, out, &mut m) {
-        Ok(stop) => stop,
+    match run(s, job, out) {
+        Ok(t) => t,
         Err(message) => {
             eprintln!("strata engine: generate {}: {message}", job.req.id);
             out.emit(&Event::Error(crate::protocol::EngineError {
@@ -128,17 +133,17 @@ pub fn generate(s: &mut Session, job: &GenJob, out: &Out) -> Turn {
                 message,
                 fatal: false,
             }));
-            Stop::Error
+            failed_turn(job.req.id)
         }
-    };
-    m.turn(job.req.id, stop)
+    }
 }
 
-fn run(s: &mut Session, job: &GenJob, out: &Out, m: &mut Metrics) -> Result<Stop, String> {
+fn run(s: &mut Session, job: &GenJob, out: &Out) -> Result<Turn, String> {
     let req = &job.req;
-    let spec = req.spec.unwrap_or(s.load.spec);
-    if spec > 0 {
-        eprintln!("strata engine: spec = {spec} requested; speculative decoding is not in this build, decoding one token per window");
+    let mut spec = req.spec.unwrap_or(s.load.spec) as usize;
+    if spec > MAX_DRAFT {
+        eprintln!("strata engine: spec = {spec} is more than the {MAX_DRAFT} draft tokens a window holds; using {MAX_DRAFT}");
+        spec = MAX_DRAFT;
     }
     let messages: Vec<ChatMessage> = req
         .messages
@@ -156,83 +161,24 @@ fn run(s: &mut Session, job: &GenJob, out: &Out, m: &mut Metrics) -> Result<Stop
     if let Some(w) = &chat.warning {
         eprintln!("strata engine: {w}");
     }
-    let prompt = s.tok.encode(&chat.prompt, true, true);
-    let n_ctx = s.engine.n_ctx();
-    if prompt.is_empty() {
-        return Err("the rendered prompt has no tokens".into());
-    }
-    if prompt.len() >= n_ctx {
-        return Err(format!(
-            "the prompt has {} tokens; the context holds {n_ctx} (ctx in load)",
-            prompt.len()
-        ));
-    }
-    let mut sampler = Sampler::new(sampling_params(&req.sampling))
-        .map_err(|e| format!("sampling: {e}"))?;
-    for &t in &prompt {
-        sampler.accept(t);
-    }
-    let is_stop_id = |t: u32| chat.stop_ids.contains(&t) || s.tok.is_eog(t);
-    let mut em = Emitter {
-        out,
-        id: req.id,
-        dec: StreamDecoder::new(false),
-        stops: StopMatcher::new(&chat.stops),
+    let prompt = s.tok.encode_prompt(&chat.prompt);
+    let mut stop_tokens = chat.stop_ids.clone();
+    stop_tokens.extend(s.tok.eog_ids());
+    let cfg = GenerateConfig {
+        sampling: sampling_params(&req.sampling),
+        max_tokens: req.sampling.max_tokens as usize,
+        spec,
+        stop_tokens,
+        stop_strings: chat.stops.clone(),
+        reuse_prefix: true,
     };
-
-    s.engine.reset();
-    let t0 = Instant::now();
-    let logits = s
-        .engine
-        .forward(&prompt, 0, &[prompt.len() - 1])
+    let queued_ms = job.received.elapsed().as_secs_f64() * 1e3;
+    let mut dec = TokenText::new(&s.tok);
+    let mut sink = Sink { out, id: req.id };
+    let cancel: &AtomicBool = &job.cancel;
+    let stats = s
+        .gen
+        .generate(&prompt, &cfg, &mut dec, &mut sink, cancel)
         .map_err(|e| e.to_string())?;
-    let mut next = sampler.sample(&logits[0]).map_err(|e| e.to_string())?;
-    m.prefill_tokens = prompt.len() as u32;
-    m.prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
-    m.ttft_ms = job.received.elapsed().as_secs_f64() * 1e3;
-
-    let max = req.sampling.max_tokens;
-    let mut produced = 1u32;
-    let stop = loop {
-        if is_stop_id(next) {
-            break Stop::Eos;
-        }
-        sampler.accept(next);
-        if em.push(s, next) {
-            break Stop::StopString;
-        }
-        if produced >= max {
-            break Stop::MaxTokens;
-        }
-        if job.cancel.load(Ordering::Relaxed) {
-            break Stop::Cancelled;
-        }
-        let pos = s.engine.pos();
-        if pos + 1 > n_ctx {
-            eprintln!("strata engine: generate {}: the context ({n_ctx} tokens) is full", req.id);
-            break Stop::MaxTokens;
-        }
-        let tw = Instant::now();
-        let logits = s
-            .engine
-            .forward(&[next], pos, &[0])
-            .map_err(|e| e.to_string())?;
-        next = sampler.sample(&logits[0]).map_err(|e| e.to_string())?;
-        let ms = tw.elapsed().as_secs_f64() * 1e3;
-        produced += 1;
-        m.windows += 1;
-        m.decode_tokens += 1;
-        m.decode_ms += ms;
-        out.emit(&Event::Window(Window {
-            id: req.id,
-            ms,
-            t: 1,
-            proposed: 0,
-            accepted: 0,
-        }));
-    };
-    if stop != Stop::StopString {
-        em.finish();
-    }
-    Ok(stop)
+    Ok(turn(req.id, &stats, queued_ms))
 }

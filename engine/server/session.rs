@@ -4,9 +4,11 @@
 //! (uploading weights and building kernels is one library call with no callback).
 
 use super::out::Out;
+use crate::generate::Generator;
 use crate::gguf::Gguf;
 use crate::model::{Engine, EngineOptions, ModelConfig};
 use crate::protocol::{Card as CardOut, Devices, Event, Load, Loaded, MemoryUse, Progress};
+use crate::spec::NgramDrafter;
 use crate::sycl::Card;
 use crate::tokenizer::{ChatTemplate, Tokenizer};
 use std::collections::BTreeSet;
@@ -53,14 +55,14 @@ pub enum LoadError {
 }
 
 pub struct Session {
-    pub engine: Engine,
+    /// The model engine inside the generation loop (with the n-gram drafter for `spec > 0`).
+    pub gen: Generator,
     pub tok: Tokenizer,
     pub template: ChatTemplate,
     /// The `load` request (its `spec` and `sampling` are the defaults for `generate`).
     pub load: Load,
     pub loaded: Loaded,
     card_name: String,
-    budget: u64,
 }
 
 /// Emits the current stage at once and then every `HEARTBEAT` until dropped.
@@ -213,25 +215,30 @@ impl Session {
             quant_types: quant_types.into_iter().collect(),
             experts: false,
         };
-        Ok(Session {
+        let gen = Generator::new(
             engine,
+            Some(Box::new(NgramDrafter::default())),
+            info.global_mem,
+        );
+        Ok(Session {
+            gen,
             tok,
             template,
             load: req.clone(),
             loaded,
             card_name: info.name,
-            budget: info.global_mem,
         })
     }
 
     /// Memory in use per card by category, against the device's global memory.
     pub fn devices(&self) -> Devices {
         let cards = self
-            .engine
-            .memory()
+            .gen
+            .devices()
             .into_iter()
             .enumerate()
-            .map(|(i, m)| CardOut {
+            .map(|(i, d)| (i, d.memory, d.budget))
+            .map(|(i, m, budget)| CardOut {
                 index: i as u32,
                 name: if m.device.is_empty() {
                     self.card_name.clone()
@@ -244,7 +251,7 @@ impl Session {
                     scratch: m.scratch as u64,
                     other: 0,
                 },
-                budget: self.budget,
+                budget,
                 experts: None,
             })
             .collect();
