@@ -300,7 +300,7 @@ fn load_generate_cancel_bad_line_shutdown() {
     assert_eq!(t4.stop, Stop::Error);
     e.send(&Request::Cancel { id: 3 });
     let (t3, seen) = turn_of(&mut e, 3, 60);
-    println!("cancelled after {} decode tokens: {:?}", t3.decode_tokens, text_of(&seen, 3));
+    println!("cancelled: {t3:?} (text after the wait: {:?})", text_of(&seen, 3));
     assert_eq!(t3.stop, Stop::Cancelled);
     assert!(t3.decode_tokens < 1999);
 
