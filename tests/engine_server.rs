@@ -255,19 +255,35 @@ fn load_generate_cancel_bad_line_shutdown() {
     let text = text_of(&seen, 1);
     let reference = strata_run(PROMPT, N, CTX);
     println!("engine: {text:?}\nrun:    {reference:?}\nturn: {t:?}");
-    assert_eq!(text.trim_end(), reference.trim_end(), "engine vs strata run");
+    assert_eq!(
+        text.trim_end(),
+        reference.trim_end(),
+        "engine vs strata run"
+    );
     let ws = windows_of(&seen, 1);
     assert_eq!(ws.len() as u32, t.windows, "one window event per window");
-    assert!(ws.iter().all(|w| w.t == 1 && w.proposed == 0 && w.accepted == 0 && w.ms > 0.0));
-    assert_eq!(t.stop, Stop::MaxTokens, "24 tokens of a list do not end early: {t:?}");
+    assert!(ws
+        .iter()
+        .all(|w| w.t == 1 && w.proposed == 0 && w.accepted == 0 && w.ms > 0.0));
+    assert_eq!(
+        t.stop,
+        Stop::MaxTokens,
+        "24 tokens of a list do not end early: {t:?}"
+    );
     assert_eq!(t.decode_tokens, N - 1, "the prefill yields the first token");
     assert_eq!((t.windows, t.tokens_per_window), (N - 1, 1.0));
     assert!(t.prefill_tokens > 5 && t.prefill_ms > 0.0 && t.prefill_tps > 0.0);
     assert!(t.decode_tps > 0.0 && t.ttft_ms >= t.prefill_ms);
     let wsum: f64 = ws.iter().map(|w| w.ms).sum();
-    assert!(wsum <= t.decode_ms + 1e-6, "windows {wsum} ms within decode {} ms", t.decode_ms);
+    assert!(
+        wsum <= t.decode_ms + 1e-6,
+        "windows {wsum} ms within decode {} ms",
+        t.decode_ms
+    );
     assert_eq!((t.proposed, t.accepted, t.acceptance), (0, 0, 0.0));
-    e.until("devices after the turn", 10, |ev| matches!(ev, Event::Devices(_)).then_some(()));
+    e.until("devices after the turn", 10, |ev| {
+        matches!(ev, Event::Devices(_)).then_some(())
+    });
 
     // With speculation (n-gram drafts, greedy): same text, windows of several rows.
     e.send(&generate(2, PROMPT, N, Some(4)));
@@ -277,12 +293,19 @@ fn load_generate_cancel_bad_line_shutdown() {
     println!("spec 4: {text2:?}\nturn: {t2:?}");
     assert_eq!(text2, text, "greedy with drafts = greedy without");
     assert_eq!(ws2.len() as u32, t2.windows);
-    assert!(ws2.iter().all(|w| w.t == 1 + w.proposed && w.accepted <= w.proposed));
+    assert!(ws2
+        .iter()
+        .all(|w| w.t == 1 + w.proposed && w.accepted <= w.proposed));
     assert_eq!(t2.proposed, ws2.iter().map(|w| w.proposed).sum::<u32>());
     assert_eq!(t2.accepted, ws2.iter().map(|w| w.accepted).sum::<u32>());
 
     // Cancel mid-generation; stats and a second generate are answered while it runs.
-    e.send(&generate(3, "Count from 1 to 500, one number per line.", 2000, None));
+    e.send(&generate(
+        3,
+        "Count from 1 to 500, one number per line.",
+        2000,
+        None,
+    ));
     e.until("first token of 3", 120, |ev| {
         matches!(ev, Event::Token(t) if t.id == 3).then_some(())
     });
@@ -295,12 +318,18 @@ fn load_generate_cancel_bad_line_shutdown() {
         Event::Error(err) if err.id == Some(4) => Some(err.clone()),
         _ => None,
     });
-    assert!(!err.fatal && err.message.contains("still running"), "{err:?}");
+    assert!(
+        !err.fatal && err.message.contains("still running"),
+        "{err:?}"
+    );
     let (t4, _) = turn_of(&mut e, 4, 10);
     assert_eq!(t4.stop, Stop::Error);
     e.send(&Request::Cancel { id: 3 });
     let (t3, seen) = turn_of(&mut e, 3, 60);
-    println!("cancelled: {t3:?} (text after the wait: {:?})", text_of(&seen, 3));
+    println!(
+        "cancelled: {t3:?} (text after the wait: {:?})",
+        text_of(&seen, 3)
+    );
     assert_eq!(t3.stop, Stop::Cancelled);
     assert!(t3.decode_tokens < 1999);
 
@@ -319,7 +348,10 @@ fn load_generate_cancel_bad_line_shutdown() {
     assert!(err.message.contains("reticulate") && !err.fatal, "{err:?}");
     e.send(&generate(5, PROMPT, 3, None));
     let (t5, seen) = turn_of(&mut e, 5, 60);
-    assert!(!text_of(&seen, 5).is_empty() && t5.stop == Stop::MaxTokens, "{t5:?}");
+    assert!(
+        !text_of(&seen, 5).is_empty() && t5.stop == Stop::MaxTokens,
+        "{t5:?}"
+    );
 
     e.send(&Request::Shutdown {});
     let st = e.wait_exit(10);
@@ -376,7 +408,9 @@ fn load_failure_is_not_fatal_and_flags_are_reported() {
     assert_eq!(turn_of(&mut e, 11, 10).0.stop, Stop::Error);
 
     e.send(&Request::Stats {});
-    e.until("devices", 10, |ev| matches!(ev, Event::Devices(_)).then_some(()));
+    e.until("devices", 10, |ev| {
+        matches!(ev, Event::Devices(_)).then_some(())
+    });
 
     // EOF on stdin means shutdown.
     drop(e.stdin.take());

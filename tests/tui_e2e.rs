@@ -202,7 +202,9 @@ fn tui_against_the_real_engine_in_tmux() {
         &ROWS.to_string(),
         &env,
     ]);
-    tmux.wait("the shell prompt", 10, |s| s.contains(PROMPT_MARK.trim_end()).then_some(()));
+    tmux.wait("the shell prompt", 10, |s| {
+        s.contains(PROMPT_MARK.trim_end()).then_some(())
+    });
     tmux.type_text(&format!("{BIN} --model {}", model.display()));
     tmux.keys(&["Enter"]);
 
@@ -241,7 +243,9 @@ fn tui_against_the_real_engine_in_tmux() {
 
     // 3. Toggle STRATA_MMVQ_KREG (third flag) and apply: the engine restarts with it on.
     tmux.keys(&["C-t"]);
-    tmux.wait("the toggles pane", 10, |s| s.contains("Kernel flag toggles").then_some(()));
+    tmux.wait("the toggles pane", 10, |s| {
+        s.contains("Kernel flag toggles").then_some(())
+    });
     tmux.keys(&["Down", "Down", "Space"]);
     tmux.wait("KREG pending", 10, |s| {
         s.contains("[x] STRATA_MMVQ_KREG").then_some(())
@@ -272,7 +276,12 @@ fn tui_against_the_real_engine_in_tmux() {
         let conv = conversation(s);
         let words = conv
             .rsplit_once("Assistant")
-            .map(|(_, after)| after.split(|c: char| c.is_whitespace() || c == '│').filter(|w| !w.is_empty()).count())
+            .map(|(_, after)| {
+                after
+                    .split(|c: char| c.is_whitespace() || c == '│')
+                    .filter(|w| !w.is_empty())
+                    .count()
+            })
             .unwrap_or(0);
         (streaming && words > 12).then_some(())
     });
@@ -291,7 +300,11 @@ fn tui_against_the_real_engine_in_tmux() {
                 .collect()
         })
         .unwrap_or_default();
-    println!("partial reply kept ({} words): {}…", partial.len(), partial.join(" "));
+    println!(
+        "partial reply kept ({} words): {}…",
+        partial.len(),
+        partial.join(" ")
+    );
     assert!(partial.len() > 12, "the partial reply is kept on screen");
     let s = tmux.wait("the engine restarted and reloaded", 240, |s| {
         let pid = shown_pid(s)?;
@@ -299,7 +312,10 @@ fn tui_against_the_real_engine_in_tmux() {
         (ready && pid != engine2).then(|| s.to_string())
     });
     assert!(s.contains("Assistant · interrupted"), "still shown:\n{s}");
-    assert!(flag_shown_on(&s, "STRATA_MMVQ_KREG"), "the flag survives the respawn");
+    assert!(
+        flag_shown_on(&s, "STRATA_MMVQ_KREG"),
+        "the flag survives the respawn"
+    );
     let engine3 = shown_pid(&s).unwrap_or(0);
     assert_eq!(children(tui_pid, "engine"), vec![engine3]);
 
@@ -331,5 +347,8 @@ fn tui_against_the_real_engine_in_tmux() {
     let saved = std::fs::read_dir(home.path().join("data/strata/conversations"))
         .map(|d| d.count())
         .unwrap_or(0);
-    assert!(saved >= 1, "the conversation was saved in the temp data dir");
+    assert!(
+        saved >= 1,
+        "the conversation was saved in the temp data dir"
+    );
 }

@@ -69,7 +69,12 @@ pub fn serve(input: impl BufRead, out: Out) -> i32 {
     let worker = match worker {
         Ok(w) => w,
         Err(e) => {
-            error(&out, None, format!("cannot start the worker thread: {e}"), true);
+            error(
+                &out,
+                None,
+                format!("cannot start the worker thread: {e}"),
+                true,
+            );
             return 1;
         }
     };
@@ -205,7 +210,12 @@ fn worker(rx: mpsc::Receiver<Job>, out: Out, shared: Arc<Shared>) {
         if res.is_err() {
             // The model's state is unknown after a panic: end the process so the app restarts a
             // clean one (the panic message is already on stderr).
-            error(&out, None, "internal error (panic); see the engine log".into(), true);
+            error(
+                &out,
+                None,
+                "internal error (panic); see the engine log".into(),
+                true,
+            );
             std::process::exit(101);
         }
     }

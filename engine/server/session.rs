@@ -51,7 +51,11 @@ pub enum LoadError {
         source: crate::sycl::SyclError,
     },
     #[error("load {path}: ctx {ctx} is larger than the model's training context {train}")]
-    Ctx { path: String, ctx: u32, train: usize },
+    Ctx {
+        path: String,
+        ctx: u32,
+        train: usize,
+    },
 }
 
 pub struct Session {
