@@ -8,6 +8,11 @@ mod gguf_common;
 use gguf_common::*;
 use strata::gguf::{GgmlType, Gguf, GgufError, HParams, Value};
 
+/// An edit of the sample's metadata list before writing.
+type MetaEdit = Box<dyn FnOnce(&mut Vec<(&'static str, Value)>)>;
+/// A patch of a written file's bytes.
+type BytePatch = Box<dyn Fn(&mut Vec<u8>)>;
+
 /// Parses `bytes`, expecting an error; returns it with its message.
 fn err(bytes: Vec<u8>) -> (GgufError, String) {
     match Gguf::from_bytes(bytes) {
@@ -231,7 +236,7 @@ fn array_lengths_and_nesting() {
 #[test]
 fn tensor_dims_and_types() {
     let name = "blk.0.ffn_up.weight";
-    let cases: Vec<(Box<dyn Fn(&mut Vec<u8>)>, Vec<String>)> = vec![
+    let cases: Vec<(BytePatch, Vec<String>)> = vec![
         (
             Box::new(|b| {
                 let at = tensor_fields(b, name).0;
@@ -444,20 +449,19 @@ fn vocabulary_inconsistencies() {
 /// Hyper-parameter problems are reported by `HParams::from_gguf`, naming the key.
 #[test]
 fn hyper_parameter_errors() {
-    let hp_err = |edit: Box<dyn FnOnce(&mut Vec<(&'static str, Value)>)>| -> String {
+    let hp_err = |edit: MetaEdit| -> String {
         let b = sample_writer_with(edit).to_bytes().unwrap();
         let g = Gguf::from_bytes(b).expect("file itself is valid");
         HParams::from_gguf(&g)
             .expect_err("bad hyper-parameters accepted")
             .to_string()
     };
-    let set = |key: &'static str, v: Value| -> Box<dyn FnOnce(&mut Vec<(&'static str, Value)>)> {
+    let set = |key: &'static str, v: Value| -> MetaEdit {
         Box::new(move |m| m.iter_mut().find(|(k, _)| *k == key).unwrap().1 = v)
     };
-    let remove = |key: &'static str| -> Box<dyn FnOnce(&mut Vec<(&'static str, Value)>)> {
-        Box::new(move |m| m.retain(|(k, _)| *k != key))
-    };
-    let cases: Vec<(Box<dyn FnOnce(&mut Vec<(&'static str, Value)>)>, &str)> = vec![
+    let remove =
+        |key: &'static str| -> MetaEdit { Box::new(move |m| m.retain(|(k, _)| *k != key)) };
+    let cases: Vec<(MetaEdit, &str)> = vec![
         (
             remove("llama.block_count"),
             "metadata key \"llama.block_count\" is missing",

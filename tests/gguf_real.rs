@@ -96,7 +96,20 @@ fn check_inspect(path: &PathBuf, py: &Json) {
         ),
         None => assert!(tok["merges"].is_null()),
     }
-    assert_eq!(j["hparams"]["block_count"], j["hparams"]["block_count"]);
+    let arch = meta["general.architecture"]["value"].as_str().unwrap();
+    assert_eq!(j["architecture"].as_str(), Some(arch));
+    for k in [
+        "block_count",
+        "embedding_length",
+        "context_length",
+        "feed_forward_length",
+    ] {
+        assert_eq!(
+            j["hparams"][k],
+            meta[format!("{arch}.{k}")]["value"],
+            "hparams.{k}"
+        );
+    }
 }
 
 /// The hyper-parameters against the raw metadata values gguf-py read.

@@ -102,3 +102,40 @@ fn writer_refuses_invalid_input() {
     assert!(msg(w.set("deep", deep)).contains("nested deeper"));
     assert!(w.set_version(4).is_err());
 }
+
+/// Every ggml type's block geometry against gguf-py's table (GGML_QUANT_SIZES).
+#[test]
+fn ggml_type_table_matches_gguf_py() {
+    let python = strata::paths::setup_var("STRATA_PYTHON")
+        .expect("STRATA_PYTHON is not set and .strata/env has no entry: run `make setup` first");
+    let code = "import json\nfrom gguf.constants import GGML_QUANT_SIZES as S\n\
+                print(json.dumps({t.name: [t.value, b, s] for t, (b, s) in S.items()}))";
+    let out = std::process::Command::new(&python)
+        .args(["-c", code])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let py: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&out.stdout).unwrap();
+    let mut compared = 0;
+    for (name, v) in &py {
+        let ty =
+            GgmlType::from_name(name).unwrap_or_else(|| panic!("gguf-py type {name} unknown here"));
+        assert_eq!(u64::from(ty.id()), v[0].as_u64().unwrap(), "{name} id");
+        assert_eq!(ty.block_size(), v[1].as_u64(), "{name} block size");
+        if ty == GgmlType::Q8_1 {
+            // gguf-py keeps the old f32 d/s layout (40); ggml's block_q8_1 is 2 x f16 + 32 (36).
+            assert_eq!((ty.type_size(), v[2].as_u64()), (Some(36), Some(40)));
+        } else {
+            assert_eq!(ty.type_size(), v[2].as_u64(), "{name} bytes per block");
+        }
+        compared += 1;
+    }
+    // Every supported type is in gguf-py's table; the removed ids are not.
+    let supported = GgmlType::all().filter(|t| t.is_supported()).count();
+    assert_eq!(compared, supported);
+}

@@ -8,7 +8,7 @@
 #![no_main]
 
 #[path = "../../engine/gguf/mod.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 mod gguf;
 
 use libfuzzer_sys::fuzz_target;
