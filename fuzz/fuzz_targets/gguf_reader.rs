@@ -26,7 +26,9 @@ fuzz_target!(|data: &[u8]| {
         let _ = g.get_i64(k);
     }
     for t in g.tensors() {
-        let bytes = g.tensor_data(t).expect("validated tensors have data in the file");
+        let bytes = g
+            .tensor_data(t)
+            .expect("validated tensors have data in the file");
         assert_eq!(bytes.len() as u64, t.n_bytes);
         sink += t.n_rows() as usize + t.row_bytes() as usize;
     }
