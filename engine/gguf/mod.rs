@@ -1,1 +1,22 @@
-//! (module under construction)
+//! GGUF files: a validating reader over a memory map (`Gguf`), typed metadata accessors, ggml
+//! tensor types (`GgmlType`), per-architecture hyper-parameters (`HParams`) and a writer
+//! (`GgufWriter`). See docs/gguf.md for the checks and the decisions behind them.
+
+mod accessors;
+mod cursor;
+mod error;
+mod ggml_type;
+mod hparams;
+mod reader;
+mod value;
+mod vocab;
+mod writer;
+
+pub use accessors::FromValue;
+pub use error::{GgufError, Result};
+pub use ggml_type::GgmlType;
+pub use hparams::{Arch, ArchParams, Gemma3Params, HParams};
+pub use reader::{Gguf, TensorInfo, DEFAULT_ALIGNMENT, GGUF_MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS};
+pub use value::{Array, Value, ValueType};
+pub use vocab::{MERGES_KEY, SCORES_KEY, TOKENS_KEY, TOKEN_TYPE_KEY};
+pub use writer::GgufWriter;
