@@ -36,7 +36,13 @@ fn main() -> Result<()> {
     let (ctx, q) = (&card.context, &card.queue);
     println!("device: {}", card.device.info()?.name);
     let filled = |n: usize, v: f32| q.upload(&vec![v; n]);
-    let cache = |n: usize| q.upload(&(0..n).map(|i| f16::from_f32(((i % 13) as f32 - 6.0) / 8.0)).collect::<Vec<_>>());
+    let cache = |n: usize| {
+        q.upload(
+            &(0..n)
+                .map(|i| f16::from_f32(((i % 13) as f32 - 6.0) / 8.0))
+                .collect::<Vec<_>>(),
+        )
+    };
 
     // attention: (name, n_head, n_kv, head_dim, n_ctx, window)
     for (name, nh, nkv, hd, n_ctx, window) in [
@@ -52,9 +58,15 @@ fn main() -> Result<()> {
             let qd = filled(t * nh * hd, 0.1)?;
             let out = q.alloc::<f32>(t * nh * hd)?;
             let us = median_us(q, || {
-                attn.run(q, &qd, &kc, &vc, &pd, &out, t, nh, nkv, n_ctx, window, 0.125)
+                attn.run(
+                    q, &qd, &kc, &vc, &pd, &out, t, nh, nkv, n_ctx, window, 0.125,
+                )
             })?;
-            let keys = if window > 0 { (p0 as usize + 1).min(window) } else { p0 as usize + 1 };
+            let keys = if window > 0 {
+                (p0 as usize + 1).min(window)
+            } else {
+                p0 as usize + 1
+            };
             let bytes = (t * nh * keys * hd * 2 * 2) as f64; // K + V f16, per query head
             println!(
                 "attention {name:13} T {t} pos {p0:5}: {us:8.1} us  ({:.1} GB/s of K/V reads per head)",
@@ -76,7 +88,9 @@ fn main() -> Result<()> {
         let qr = filled(t * 4 * 256, 0.5)?;
         let pd = q.upload(&vec![4000i32; t])?;
         let table = RopeTable::new(q, 1e6, 256)?;
-        let us = median_us(q, || rope.run(q, RopeMode::Neox, &qr, &pd, &table, t, 4, 256))?;
+        let us = median_us(q, || {
+            rope.run(q, RopeMode::Neox, &qr, &pd, &table, t, 4, 256)
+        })?;
         println!("rope neox T {t} x 4 x 256: {us:.1} us");
         let (kc, vc) = (cache(8192 * 256)?, cache(8192 * 256)?);
         let k = filled(t * 256, 0.25)?;
