@@ -3,6 +3,7 @@
 //! through the engine process protocol (`protocol`).
 
 pub mod gguf;
+pub mod kernels;
 pub mod paths;
 pub mod protocol;
 pub mod quant;

@@ -24,8 +24,23 @@ macro_rules! source {
 /// Sub-group and arrival-counter reductions (the foundation tests).
 pub const REDUCE: KernelSource = source!("reduce");
 
+/// Embedding row fetch (Q8_0 / F16 / F32 token_embd).
+pub const EMBED: KernelSource = source!("embed");
+/// RMSNorm, plain and fused with the residual add.
+pub const NORM: KernelSource = source!("norm");
+/// Rotary position embedding, llama and neox.
+pub const ROPE: KernelSource = source!("rope");
+/// KV cache write (f32 rows -> f16 cache).
+pub const KV: KernelSource = source!("kv");
+/// Causal GQA attention over the f16 KV cache (-DCFG_HD=<head_dim>).
+pub const ATTN: KernelSource = source!("attn");
+/// Row softmax.
+pub const SOFTMAX: KernelSource = source!("softmax");
+/// Element-wise: gated activations, add, scale.
+pub const ACT: KernelSource = source!("act");
+
 /// Every kernel source, for tools that build them all (`strata devices --build-kernels`).
-pub const ALL: &[&KernelSource] = &[&REDUCE];
+pub const ALL: &[&KernelSource] = &[&REDUCE, &EMBED, &NORM, &ROPE, &KV, &ATTN, &SOFTMAX, &ACT];
 
 /// Looks a source up by name.
 pub fn by_name(name: &str) -> Option<&'static KernelSource> {

@@ -1,0 +1,60 @@
+// Element-wise kernels over n elements (any shape, e.g. (T, n_ff)):
+//   silu_mul:  out = silu(gate) * up            (llama FFN)
+//   gelu_mul:  out = gelu_tanh(gate) * up       (Gemma FFN, GELU with the tanh approximation)
+//   add_f32:   out = a + b                      (residual)
+//   scale_f32: out = x * s
+// out may alias any input. Launch: nd_range<1>{ceil(n, 256), 256}.
+// Not built with -ffast-math: silu/gelu at large |gate| rely on exp/tanh saturating exactly.
+#include <sycl/sycl.hpp>
+namespace syclext = sycl::ext::oneapi;
+namespace syclexp = sycl::ext::oneapi::experimental;
+
+#define STRATA_KERNEL                                                                              \
+  extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
+      SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
+
+// uniform base + lane, so loads and stores vectorise on the CPU device
+static inline size_t elem_index() {
+  auto it = syclext::this_work_item::get_nd_item<1>();
+  auto sg = it.get_sub_group();
+  return (it.get_group(0) * (it.get_local_range(0) / 16) + sg.get_group_id()[0]) * 16 +
+         sg.get_local_id()[0];
+}
+
+STRATA_KERNEL void silu_mul(const float *gate, // (n)
+                            const float *up,   // (n)
+                            float *out,        // (n)
+                            int n) {
+  const size_t i = elem_index();
+  if (i >= (size_t)n) return;
+  const float g = gate[i];
+  out[i] = g / (1.0f + sycl::exp(-g)) * up[i];
+}
+
+STRATA_KERNEL void gelu_mul(const float *gate, // (n)
+                            const float *up,   // (n)
+                            float *out,        // (n)
+                            int n) {
+  const size_t i = elem_index();
+  if (i >= (size_t)n) return;
+  const float g = gate[i];
+  const float k = 0.7978845608028654f; // sqrt(2 / pi)
+  out[i] = 0.5f * g * (1.0f + sycl::tanh(k * (g + 0.044715f * g * g * g))) * up[i];
+}
+
+STRATA_KERNEL void add_f32(const float *a, // (n)
+                       const float *b, // (n)
+                       float *out,     // (n)
+                       int n) {
+  const size_t i = elem_index();
+  if (i >= (size_t)n) return;
+  out[i] = a[i] + b[i];
+}
+
+STRATA_KERNEL void scale_f32(const float *x, // (n)
+                         float *out,     // (n)
+                         int n, float s) {
+  const size_t i = elem_index();
+  if (i >= (size_t)n) return;
+  out[i] = x[i] * s;
+}

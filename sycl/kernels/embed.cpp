@@ -1,0 +1,72 @@
+// Embedding row fetch: out[t, :] = dequant(token_embd[ids[t], :]) * scale.
+// token_embd is the GGUF tensor unchanged, shape (n_vocab, n_embd), one row per token.
+// Launch: nd_range<1>{T * ceil32(n_embd), 32}; a work-group covers 32 consecutive elements of one
+// output row, so the row and (for Q8_0) the block are uniform across the work-group.
+// Out-of-range ids write NaN (visible, never a wild read); the launcher's caller validates ids.
+#include <sycl/sycl.hpp>
+namespace syclext = sycl::ext::oneapi;
+namespace syclexp = sycl::ext::oneapi::experimental;
+
+#define STRATA_KERNEL                                                                              \
+  extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
+      SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
+
+// Element e of row `row` handled by this work-item, and whether the id is usable.
+struct EmbedPos {
+  int t, e;
+};
+
+static inline EmbedPos embed_pos(int n_embd) {
+  auto it = syclext::this_work_item::get_nd_item<1>();
+  auto sg = it.get_sub_group();
+  const int groups_per_row = (n_embd + 31) / 32;
+  const int g = (int)it.get_group(0);
+  // uniform base + lane: the CPU compiler turns the loads into vector loads
+  const int e = (g % groups_per_row) * 32 + (int)sg.get_group_id()[0] * 16 + (int)sg.get_local_id()[0];
+  return EmbedPos{g / groups_per_row, e};
+}
+
+// Q8_0 block: half d; int8 qs[32] (34 bytes, 8.5 bits per weight); value = d * qs[i].
+STRATA_KERNEL void embed_q8_0(const uint8_t *w,   // (n_vocab, n_embd) Q8_0, n_embd % 32 == 0
+                              const int32_t *ids, // (T)
+                              float *out,         // (T, n_embd)
+                              int n_embd, int n_vocab, float scale) {
+  EmbedPos p = embed_pos(n_embd);
+  if (p.e >= n_embd) return;
+  const int id = ids[p.t];
+  float v;
+  if (id < 0 || id >= n_vocab) {
+    v = std::numeric_limits<float>::quiet_NaN();
+  } else {
+    const size_t row_bytes = (size_t)(n_embd / 32) * 34;
+    const uint8_t *blk = w + (size_t)id * row_bytes + (size_t)(p.e / 32) * 34;
+    const float d = (float)*(const sycl::half *)blk;
+    const float q = (float)(int8_t)blk[2 + (p.e % 32)];
+    v = (d * q) * scale;
+  }
+  out[(size_t)p.t * n_embd + p.e] = v;
+}
+
+STRATA_KERNEL void embed_f16(const sycl::half *w, // (n_vocab, n_embd)
+                             const int32_t *ids,  // (T)
+                             float *out,          // (T, n_embd)
+                             int n_embd, int n_vocab, float scale) {
+  EmbedPos p = embed_pos(n_embd);
+  if (p.e >= n_embd) return;
+  const int id = ids[p.t];
+  float v = std::numeric_limits<float>::quiet_NaN();
+  if (id >= 0 && id < n_vocab) v = (float)w[(size_t)id * n_embd + p.e] * scale;
+  out[(size_t)p.t * n_embd + p.e] = v;
+}
+
+STRATA_KERNEL void embed_f32(const float *w,     // (n_vocab, n_embd)
+                             const int32_t *ids, // (T)
+                             float *out,         // (T, n_embd)
+                             int n_embd, int n_vocab, float scale) {
+  EmbedPos p = embed_pos(n_embd);
+  if (p.e >= n_embd) return;
+  const int id = ids[p.t];
+  float v = std::numeric_limits<float>::quiet_NaN();
+  if (id >= 0 && id < n_vocab) v = w[(size_t)id * n_embd + p.e] * scale;
+  out[(size_t)p.t * n_embd + p.e] = v;
+}

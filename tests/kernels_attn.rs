@@ -1,0 +1,270 @@
+//! Attention parity over the f16 KV cache (the reference reads the same f16 values), the sliding
+//! window, long KV (positions 4000+ and the end of an 8192 context), and the bitwise guarantee:
+//! a T-row call equals T one-row calls.
+mod kernels_common;
+use half::f16;
+use kernels_common::*;
+use rand::rngs::StdRng;
+use rand::Rng;
+use strata::kernels::attn::{self, Attention};
+use strata::sycl::{DeviceBuffer, Queue};
+
+struct Case {
+    n_head: usize,
+    n_kv: usize,
+    hd: usize,
+    n_ctx: usize,
+    window: usize,
+}
+
+impl Case {
+    fn scale(&self) -> f32 {
+        1.0 / (self.hd as f32).sqrt()
+    }
+    fn cache(&self, rng: &mut StdRng) -> Vec<f16> {
+        (0..self.n_kv * self.n_ctx * self.hd)
+            .map(|_| f16::from_f32(rng.gen_range(-1.0f32..1.0)))
+            .collect()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    q: &Queue,
+    k: &Attention,
+    c: &Case,
+    qrows: &[f32],
+    kc: &DeviceBuffer<f16>,
+    vc: &DeviceBuffer<f16>,
+    pos: &[i32],
+) -> Vec<f32> {
+    let t = pos.len();
+    let (qd, pd) = (q.upload(qrows).unwrap(), q.upload(pos).unwrap());
+    let out = q.alloc::<f32>(t * c.n_head * c.hd).unwrap();
+    k.run(
+        q,
+        &qd,
+        kc,
+        vc,
+        &pd,
+        &out,
+        t,
+        c.n_head,
+        c.n_kv,
+        c.n_ctx,
+        c.window,
+        c.scale(),
+    )
+    .unwrap();
+    q.to_vec(&out).unwrap()
+}
+
+const SMOL: Case = Case {
+    n_head: 9,
+    n_kv: 3,
+    hd: 64,
+    n_ctx: 8192,
+    window: 0,
+};
+const GEMMA_LOCAL: Case = Case {
+    n_head: 4,
+    n_kv: 1,
+    hd: 256,
+    n_ctx: 6000,
+    window: 512,
+};
+const GEMMA_GLOBAL: Case = Case {
+    n_head: 4,
+    n_kv: 1,
+    hd: 256,
+    n_ctx: 6000,
+    window: 0,
+};
+
+#[test]
+fn attention_matches_reference() {
+    let (ctx, q) = setup();
+    let mut rng = rng("attention");
+    for (c, name, starts, t) in [
+        (&SMOL, "SmolLM2", vec![0, 37, 4000, 8184], 8),
+        (&GEMMA_LOCAL, "Gemma local", vec![0, 300, 509, 4990], 8),
+        (&GEMMA_GLOBAL, "Gemma global", vec![5, 4990], 6),
+    ] {
+        let k = Attention::new(&ctx, c.hd).unwrap();
+        let (kh, vh) = (c.cache(&mut rng), c.cache(&mut rng));
+        let (kc, vc) = (q.upload(&kh).unwrap(), q.upload(&vh).unwrap());
+        for p0 in starts {
+            let pos: Vec<i32> = (p0..p0 + t as i32).collect();
+            // q in [-4, 4]: scores of several units, so the softmax is far from uniform
+            let qrows = uniform(&mut rng, t * c.n_head * c.hd, -4.0, 4.0);
+            let got = run(&q, &k, c, &qrows, &kc, &vc, &pos);
+            let want = attn::reference(
+                &qrows,
+                &kh,
+                &vh,
+                &pos,
+                c.n_head,
+                c.n_kv,
+                c.hd,
+                c.n_ctx,
+                c.window,
+                c.scale(),
+            );
+            let label = format!(
+                "attention {name} (heads {}/{}, hd {}, window {}) T {t} pos {p0}..{}",
+                c.n_head,
+                c.n_kv,
+                c.hd,
+                c.window,
+                p0 + t as i32 - 1
+            );
+            check_nmse(&label, &got, &want, 1e-7);
+        }
+    }
+}
+
+#[test]
+fn attention_rows_are_bitwise_one_row_calls() {
+    let (ctx, q) = setup();
+    let mut rng = rng("attention_bitwise");
+    for (c, p0) in [
+        (&SMOL, 4093),
+        (&SMOL, 0),
+        (&GEMMA_LOCAL, 700),
+        (&GEMMA_GLOBAL, 2500),
+    ] {
+        let k = Attention::new(&ctx, c.hd).unwrap();
+        let (kc, vc) = (
+            q.upload(&c.cache(&mut rng)).unwrap(),
+            q.upload(&c.cache(&mut rng)).unwrap(),
+        );
+        let t = 8;
+        let row = c.n_head * c.hd;
+        let qrows = uniform(&mut rng, t * row, -4.0, 4.0);
+        let pos: Vec<i32> = (p0..p0 + t as i32).collect();
+        let all = run(&q, &k, c, &qrows, &kc, &vc, &pos);
+        for i in 0..t {
+            let one = run(
+                &q,
+                &k,
+                c,
+                &qrows[i * row..(i + 1) * row],
+                &kc,
+                &vc,
+                &pos[i..i + 1],
+            );
+            assert_bitwise(
+                &format!("hd {} pos {}", c.hd, pos[i]),
+                &one,
+                &all[i * row..(i + 1) * row],
+            );
+        }
+        // and any sub-window (T = 3 rows starting at row 2) too
+        let mid = run(&q, &k, c, &qrows[2 * row..5 * row], &kc, &vc, &pos[2..5]);
+        assert_bitwise("T = 3 window", &mid, &all[2 * row..5 * row]);
+        println!(
+            "attention hd {} window {} pos {p0}..: T = 8 rows == one-row calls, bitwise",
+            c.hd, c.window
+        );
+    }
+}
+
+#[test]
+fn sliding_window_masks_old_keys() {
+    let (ctx, q) = setup();
+    let mut rng = rng("sliding_window");
+    let c = &GEMMA_LOCAL;
+    let k = Attention::new(&ctx, c.hd).unwrap();
+    let (mut kh, mut vh) = (c.cache(&mut rng), c.cache(&mut rng));
+    let pos: Vec<i32> = (1000..1004).collect();
+    let qrows = uniform(&mut rng, pos.len() * c.n_head * c.hd, -4.0, 4.0);
+    let (kc, vc) = (q.upload(&kh).unwrap(), q.upload(&vh).unwrap());
+    let before = run(&q, &k, c, &qrows, &kc, &vc, &pos);
+    // the windowed result differs from full attention (masking matters in this case) ...
+    let full = attn::reference(
+        &qrows,
+        &kh,
+        &vh,
+        &pos,
+        c.n_head,
+        c.n_kv,
+        c.hd,
+        c.n_ctx,
+        0,
+        c.scale(),
+    );
+    let e_full = nmse(&before, &full);
+    println!("window 512 vs full attention at pos 1000: NMSE {e_full:.3e}");
+    assert!(
+        e_full > 1e-3,
+        "the test must be one where the window changes the result"
+    );
+    // ... and keys outside every row's window (pos_q - pos_k >= 512: keys < 489) have no effect
+    // at all, even huge ones
+    let lo = 1000 + 1 - 512; // first key in the window of the first row (pos 1000)
+    for j in 0..lo as usize {
+        for d in 0..c.hd {
+            kh[j * c.hd + d] = f16::from_f32(30.0);
+            vh[j * c.hd + d] = f16::from_f32(-1000.0);
+        }
+    }
+    let (kc2, vc2) = (q.upload(&kh).unwrap(), q.upload(&vh).unwrap());
+    let after = run(&q, &k, c, &qrows, &kc2, &vc2, &pos);
+    assert_bitwise("keys outside the window", &after, &before);
+    let want = attn::reference(
+        &qrows,
+        &kh,
+        &vh,
+        &pos,
+        c.n_head,
+        c.n_kv,
+        c.hd,
+        c.n_ctx,
+        c.window,
+        c.scale(),
+    );
+    check_nmse(
+        "sliding window after poisoning old keys",
+        &after,
+        &want,
+        1e-7,
+    );
+    // key 489 is the oldest key of position 1000's window (1000 - 489 = 511) and just outside
+    // the windows of positions 1001..1003
+    for d in 0..c.hd {
+        vh[489 * c.hd + d] = f16::from_f32(-1000.0);
+    }
+    let vc3 = q.upload(&vh).unwrap();
+    let edge = run(&q, &k, c, &qrows, &kc2, &vc3, &pos);
+    let row = c.n_head * c.hd;
+    assert_ne!(
+        edge[..row],
+        after[..row],
+        "key 489 is inside the window of position 1000"
+    );
+    assert_bitwise(
+        "key 489 is outside the windows of positions 1001..1003",
+        &edge[row..],
+        &after[row..],
+    );
+}
+
+#[test]
+fn attention_argument_errors() {
+    let (ctx, q) = setup();
+    assert!(Attention::new(&ctx, 72).is_err());
+    let k = Attention::new(&ctx, 64).unwrap();
+    let qd = q.alloc::<f32>(9 * 64).unwrap();
+    let kc = q.alloc::<f16>(3 * 16 * 64).unwrap();
+    let pd = q.upload(&[0i32]).unwrap();
+    let e = k
+        .run(&q, &qd, &kc, &kc, &pd, &qd, 1, 9, 4, 16, 0, 0.125)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a multiple of n_kv_head"), "{e}");
+    let e = k
+        .run(&q, &qd, &kc, &kc, &pd, &qd, 1, 9, 3, 32, 0, 0.125)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("k cache"), "{e}");
+}
