@@ -35,6 +35,8 @@ enum Command {
     Devices(cmd::devices::Args),
     /// Show a GGUF file's architecture, hyper-parameters, tokenizer and tensors.
     Inspect(cmd::inspect::Args),
+    /// Tokenize text (or a chat prompt) with a model's tokenizer, or decode ids.
+    Tokenize(cmd::tokenize::Args),
 }
 
 fn main() {
@@ -44,6 +46,7 @@ fn main() {
     let result = match cli.command {
         Some(Command::Devices(a)) => cmd::devices::run(a),
         Some(Command::Inspect(a)) => cmd::inspect::run(a),
+        Some(Command::Tokenize(a)) => cmd::tokenize::run(a),
         None => tui::run(tui::Options {
             preset: cli.preset,
             resume: cli.resume,
