@@ -42,9 +42,11 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<()> {
     let (path, mut eng) = a.engine.load()?;
-    let tok = Tokenizer::from_gguf_path(&path).with_context(|| format!("tokenizer of {}", path.display()))?;
+    let tok = Tokenizer::from_gguf_path(&path)
+        .with_context(|| format!("tokenizer of {}", path.display()))?;
     let (ids, stops, stop_ids) = if a.chat {
-        let r = ChatTemplate::from_tokenizer(&tok).render(&[ChatMessage::new("user", a.prompt.as_str())], true);
+        let r = ChatTemplate::from_tokenizer(&tok)
+            .render(&[ChatMessage::new("user", a.prompt.as_str())], true);
         if let Some(w) = &r.warning {
             eprintln!("warning: {w}");
         }
@@ -57,7 +59,10 @@ pub fn run(a: Args) -> Result<()> {
     }
     if a.show_prompt {
         for id in &ids {
-            eprintln!("{id:>8} {:?}", String::from_utf8_lossy(tok.piece(*id, true)));
+            eprintln!(
+                "{id:>8} {:?}",
+                String::from_utf8_lossy(tok.piece(*id, true))
+            );
         }
     }
     if ids.len() + a.n > eng.n_ctx() {
@@ -86,12 +91,17 @@ pub fn run(a: Args) -> Result<()> {
     let mut dec = StreamDecoder::new(false);
     let mut out = std::io::stdout().lock();
     let t0 = Instant::now();
-    let mut logits = eng.forward(&ids, 0, &[ids.len() - 1])?.pop().context("no logits")?;
+    let mut logits = eng
+        .forward(&ids, 0, &[ids.len() - 1])?
+        .pop()
+        .context("no logits")?;
     let ttft = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let mut n_gen = 0;
     for i in 0..a.n {
-        let t = sampler.sample(&logits).with_context(|| format!("sampling at position {}", ids.len() + i))?;
+        let t = sampler
+            .sample(&logits)
+            .with_context(|| format!("sampling at position {}", ids.len() + i))?;
         sampler.accept(t);
         if tok.is_eog(t) || stop_ids.contains(&t) {
             break;
@@ -104,11 +114,23 @@ pub fn run(a: Args) -> Result<()> {
         }
         n_gen += 1;
         if i + 1 < a.n {
-            logits = eng.forward(&[t], ids.len() + i, &[0])?.pop().context("no logits")?;
+            logits = eng
+                .forward(&[t], ids.len() + i, &[0])?
+                .pop()
+                .context("no logits")?;
         }
     }
     let tail = stop.push(&dec.flush());
-    write!(out, "{}{}", tail.emit, if tail.stopped { String::new() } else { stop.finish() })?;
+    write!(
+        out,
+        "{}{}",
+        tail.emit,
+        if tail.stopped {
+            String::new()
+        } else {
+            stop.finish()
+        }
+    )?;
     writeln!(out)?;
     let dt = t1.elapsed().as_secs_f64();
     eprintln!(
