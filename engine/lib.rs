@@ -4,8 +4,11 @@
 
 pub mod gguf;
 pub mod kernels;
+pub mod model;
 pub mod paths;
 pub mod protocol;
+pub mod reference;
 pub mod quant;
+pub mod sampling;
 pub mod sycl;
 pub mod tokenizer;

@@ -1,5 +1,11 @@
-//! Compute kernels: a SYCL source per family in `sycl/kernels/`, and here per family a Rust
-//! launcher plus a plain Rust reference (f64 accumulation). See docs/kernels.md.
+//! Compute kernel families: Rust launchers and f64 references beside the SYCL sources in
+//! `sycl/kernels/` (one file per family). See docs/kernels.md.
+
+pub mod matmul;
+pub mod mmvq;
+pub mod qmatrix;
+
+pub use qmatrix::{matrix_ref, Family, MatrixError, MatrixKernels, QuantMatrix, WeightView};
 
 // Float kernels (embedding, norms, RoPE, KV cache, attention, softmax, element-wise).
 pub mod act;

@@ -1,0 +1,46 @@
+//! Launcher of `sycl/kernels/mmvq.cpp`: quantized weight x 1..8 activation rows (decode and the
+//! speculative verify window). Row t of a T-row call is bitwise the one-row call on row t.
+//! Reference: `qmatrix::matrix_ref` (f64).
+
+use super::qmatrix::{
+    check_act, Family, MatrixError, MatrixKernels, Result, WeightView, MMVQ_MAX_T, MMVQ_ROWS_PER_GROUP, SG,
+};
+use crate::sycl::{Arg, DeviceBuffer, NdRange, Queue};
+
+impl MatrixKernels {
+    /// y[t, o] = sum_i W[o, i] * x[t, i] for t < `t` (1..=8), o < n_out. Asynchronous on `q`.
+    pub fn mmvq(
+        &self,
+        q: &Queue,
+        w: &WeightView,           // (n_out, n_in), ggml type w.type_id
+        x: &DeviceBuffer<f32>,    // (t, n_in)
+        y: &mut DeviceBuffer<f32>, // (t, n_out)
+        t: usize,
+    ) -> Result<()> {
+        let what = "mmvq";
+        w.check(what)?;
+        if t == 0 || t > MMVQ_MAX_T {
+            return Err(MatrixError::Shape {
+                what: what.into(),
+                message: format!("t = {t} rows; mmvq takes 1..={MMVQ_MAX_T} (use matmul)"),
+            });
+        }
+        check_act(what, "x", x, t, w.n_in)?;
+        check_act(what, "y", y, t, w.n_out)?;
+        let k = self.kernel(w.type_id, Family::Mmvq, what)?;
+        let groups = w.n_out.div_ceil(MMVQ_ROWS_PER_GROUP);
+        q.launch(
+            &k,
+            NdRange::groups(groups, MMVQ_ROWS_PER_GROUP * SG),
+            &[
+                Arg::buf_at(w.buf, w.offset),
+                Arg::buf(x),
+                Arg::buf(y),
+                Arg::i32(w.n_in as i32),
+                Arg::i32(w.n_out as i32),
+                Arg::i32(t as i32),
+            ],
+        )?;
+        Ok(())
+    }
+}

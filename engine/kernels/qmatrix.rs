@@ -1,0 +1,276 @@
+//! Weight matrices as the matrix kernels see them (`WeightView`, `QuantMatrix`), the per-device
+//! kernel set (`MatrixKernels`) that builds and holds the `mmvq`/`matmul` modules per format, and
+//! the errors of both families. Launchers: `mmvq.rs` (T <= 8), `matmul.rs` (any T).
+
+use crate::quant::{self, type_id, QuantError};
+use crate::sycl::{Context, DeviceBuffer, Kernel, KernelSource, Queue, SyclError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum MatrixError {
+    #[error("{what}: ggml type {type_id} ({name}) has no matrix kernel (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS)")]
+    UnsupportedType {
+        what: String,
+        type_id: u32,
+        name: &'static str,
+    },
+    #[error("{what}: {message}")]
+    Shape { what: String, message: String },
+    #[error(transparent)]
+    Sycl(#[from] SyclError),
+    #[error(transparent)]
+    Quant(#[from] QuantError),
+}
+
+pub type Result<T> = std::result::Result<T, MatrixError>;
+
+/// Most activation rows one `mmvq` call takes (the speculative verify window).
+pub const MMVQ_MAX_T: usize = 8;
+
+/// The `-DCFG_FMT_<name>` of a ggml type, if the matrix kernels support it.
+pub fn cfg_name(type_id: u32) -> Option<&'static str> {
+    Some(match type_id {
+        type_id::F32 => "F32",
+        type_id::F16 => "F16",
+        type_id::BF16 => "BF16",
+        type_id::Q4_0 => "Q4_0",
+        type_id::Q4_1 => "Q4_1",
+        type_id::Q5_0 => "Q5_0",
+        type_id::Q5_1 => "Q5_1",
+        type_id::Q8_0 => "Q8_0",
+        type_id::Q4_K => "Q4_K",
+        type_id::Q5_K => "Q5_K",
+        type_id::Q6_K => "Q6_K",
+        type_id::IQ4_XS => "IQ4_XS",
+        _ => return None,
+    })
+}
+
+/// Elements per kernel block: the format's block, and 32 for the float types (the kernels
+/// process floats in 32-element pseudo-blocks, so their n_in must be a multiple of 32).
+pub fn kernel_block(type_id: u32) -> Result<(usize, usize)> {
+    let (elems, bytes) = quant::block_info(type_id)?;
+    Ok(if elems == 1 { (32, 32 * bytes) } else { (elems, bytes) })
+}
+
+/// A weight matrix in device memory: GGUF bytes unchanged, shape (n_out, n_in), each row
+/// `n_in / block_elems` blocks. `offset` is in bytes into `buf` (a tensor inside a larger
+/// upload); it must keep 4-byte alignment (GGUF aligns tensor data to 32).
+#[derive(Clone, Copy)]
+pub struct WeightView<'a> {
+    pub buf: &'a DeviceBuffer<u8>,
+    pub offset: usize,
+    pub type_id: u32,
+    pub n_out: usize,
+    pub n_in: usize,
+}
+
+/// An owned weight matrix: one device buffer holding exactly the tensor's bytes.
+pub struct QuantMatrix {
+    pub buf: DeviceBuffer<u8>,
+    pub type_id: u32,
+    pub n_out: usize,
+    pub n_in: usize,
+}
+
+impl QuantMatrix {
+    /// Uploads `bytes` (n_out, n_in) of ggml type `type_id`; `name` labels errors.
+    pub fn upload(
+        q: &Queue,
+        name: &str,
+        type_id: u32,
+        n_out: usize,
+        n_in: usize,
+        bytes: &[u8],
+    ) -> Result<QuantMatrix> {
+        let want = quant::bytes_for(type_id, n_out * n_in)?;
+        if bytes.len() != want {
+            return Err(MatrixError::Shape {
+                what: name.to_string(),
+                message: format!(
+                    "{} bytes for a ({n_out}, {n_in}) {} matrix, expected {want}",
+                    bytes.len(),
+                    quant::type_name(type_id)?
+                ),
+            });
+        }
+        Ok(QuantMatrix {
+            buf: q.upload(bytes)?,
+            type_id,
+            n_out,
+            n_in,
+        })
+    }
+
+    pub fn view(&self) -> WeightView<'_> {
+        WeightView {
+            buf: &self.buf,
+            offset: 0,
+            type_id: self.type_id,
+            n_out: self.n_out,
+            n_in: self.n_in,
+        }
+    }
+}
+
+impl WeightView<'_> {
+    /// Checks the view against its buffer and the kernels' constraints; returns
+    /// (cfg name, kernel block elems).
+    pub(crate) fn check(&self, what: &str) -> Result<&'static str> {
+        let shape = |message: String| MatrixError::Shape {
+            what: what.to_string(),
+            message,
+        };
+        let name = cfg_name(self.type_id).ok_or_else(|| MatrixError::UnsupportedType {
+            what: what.to_string(),
+            type_id: self.type_id,
+            name: quant::type_name(self.type_id).unwrap_or("unknown"),
+        })?;
+        let (elems, _) = kernel_block(self.type_id)?;
+        if self.n_in == 0 || self.n_out == 0 || self.n_in % elems != 0 {
+            return Err(shape(format!(
+                "({}, {}) {name}: n_in must be a positive multiple of {elems}",
+                self.n_out, self.n_in
+            )));
+        }
+        if self.n_in > i32::MAX as usize || self.n_out > i32::MAX as usize {
+            return Err(shape(format!("({}, {}) is too large", self.n_out, self.n_in)));
+        }
+        let bytes = quant::bytes_for(self.type_id, self.n_out * self.n_in)?;
+        if self.offset % 4 != 0 || self.offset + bytes > self.buf.len() {
+            return Err(shape(format!(
+                "({}, {}) {name} needs {bytes} bytes at offset {} (4-aligned) of a {}-byte buffer",
+                self.n_out,
+                self.n_in,
+                self.offset,
+                self.buf.len()
+            )));
+        }
+        Ok(name)
+    }
+}
+
+/// Checks an activation buffer holds `rows` rows of `n` f32.
+pub(crate) fn check_act(what: &str, arg: &str, b: &DeviceBuffer<f32>, rows: usize, n: usize) -> Result<()> {
+    if b.len() < rows * n {
+        return Err(MatrixError::Shape {
+            what: what.to_string(),
+            message: format!("{arg} holds {} floats, needs ({rows}, {n}) = {}", b.len(), rows * n),
+        });
+    }
+    Ok(())
+}
+
+/// The sources of the two families: the shared per-format decode traits prepended to each.
+pub const MMVQ_SOURCE: KernelSource = KernelSource {
+    name: "mmvq",
+    file: "sycl/kernels/mmvq.cpp (+ qformats.hpp)",
+    text: concat!(
+        include_str!("../../sycl/kernels/qformats.hpp"),
+        "\n",
+        include_str!("../../sycl/kernels/mmvq.cpp")
+    ),
+};
+pub const MATMUL_SOURCE: KernelSource = KernelSource {
+    name: "matmul",
+    file: "sycl/kernels/matmul.cpp (+ qformats.hpp)",
+    text: concat!(
+        include_str!("../../sycl/kernels/qformats.hpp"),
+        "\n",
+        include_str!("../../sycl/kernels/matmul.cpp")
+    ),
+};
+
+/// Geometry baked into the modules (must match the kernels' CFG_ defaults or options).
+pub(crate) const MMVQ_ROWS_PER_GROUP: usize = 4; // CFG_NSG sub-groups of 16, one row each
+pub(crate) const MATMUL_ROWS: usize = 16; // CFG_RT
+pub(crate) const SG: usize = 16;
+
+/// The two kernel families over the shared format traits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    Mmvq,
+    Matmul,
+}
+
+/// The matrix kernels of one context, built per (format, family) on first use (or by `prepare`)
+/// and kept; the shim's module cache and the runtime's disk cache sit below.
+pub struct MatrixKernels {
+    ctx: Context,
+    built: Mutex<HashMap<(u32, Family), Arc<Kernel>>>,
+}
+
+impl MatrixKernels {
+    pub fn new(ctx: &Context) -> MatrixKernels {
+        MatrixKernels {
+            ctx: ctx.clone(),
+            built: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Builds both families for every listed ggml type now (e.g. at model load).
+    pub fn prepare(&self, type_ids: &[u32]) -> Result<()> {
+        for &t in type_ids {
+            self.kernel(t, Family::Mmvq, "prepare")?;
+            self.kernel(t, Family::Matmul, "prepare")?;
+        }
+        Ok(())
+    }
+
+    /// The kernel of (`type_id`, `family`), building it if needed; `what` labels errors.
+    pub fn kernel(&self, type_id: u32, family: Family, what: &str) -> Result<Arc<Kernel>> {
+        // A poisoned lock only means another thread panicked mid-build; the map is still valid.
+        let mut map = self.built.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = map.get(&(type_id, family)) {
+            return Ok(k.clone());
+        }
+        let name = cfg_name(type_id).ok_or_else(|| MatrixError::UnsupportedType {
+            what: what.to_string(),
+            type_id,
+            name: quant::type_name(type_id).unwrap_or("unknown"),
+        })?;
+        let opt = format!("-DCFG_FMT_{name}");
+        let (src, kname) = match family {
+            Family::Mmvq => (&MMVQ_SOURCE, "mmvq"),
+            Family::Matmul => (&MATMUL_SOURCE, "matmul"),
+        };
+        let k = Arc::new(self.ctx.module(src, &[&opt])?.kernel(kname)?);
+        map.insert((type_id, family), k.clone());
+        Ok(k)
+    }
+}
+
+/// f64 reference of both families: y[t, o] = sum_i W[o, i] * x[t, i] with W dequantized by
+/// engine/quant (bitwise ggml's dequantizer) and every product and sum in f64.
+/// `w`: (n_out, n_in) bytes of `type_id`; `x`: (t, n_in). Returns (t, n_out).
+pub fn matrix_ref(
+    type_id: u32,
+    w: &[u8],
+    n_out: usize,
+    n_in: usize,
+    x: &[f32],
+    t: usize,
+) -> Result<Vec<f64>> {
+    let row_bytes = quant::bytes_for(type_id, n_in)?;
+    if w.len() != row_bytes * n_out || x.len() != t * n_in {
+        return Err(MatrixError::Shape {
+            what: "matrix_ref".into(),
+            message: format!(
+                "w {} bytes for ({n_out}, {n_in}), x {} floats for ({t}, {n_in})",
+                w.len(),
+                x.len()
+            ),
+        });
+    }
+    let mut deq = vec![0f32; n_in];
+    let mut y = vec![0f64; t * n_out];
+    for (o, row) in w.chunks_exact(row_bytes).enumerate() {
+        quant::dequantize_by_type(type_id, row, &mut deq)?;
+        for (ti, xr) in x.chunks_exact(n_in).enumerate() {
+            y[ti * n_out + o] = deq.iter().zip(xr).map(|(&a, &b)| a as f64 * b as f64).sum();
+        }
+    }
+    Ok(y)
+}

@@ -1,0 +1,224 @@
+// Weight formats for the matrix-product kernels (mmvq.cpp, matmul.cpp): one "trait" per ggml
+// type, selected by exactly one -DCFG_FMT_<NAME>. The Rust side prepends this text to the kernel
+// file (engine/kernels/mod.rs), so both families decode weights with the very same code.
+//
+// Every format exposes, for a 16-lane sub-group working on one block of one weight row:
+//   QK           elements per block
+//   BLOCK_BYTES  bytes per block (GGUF layout, unchanged)
+//   EPL          elements per lane per block (= QK / 16)
+//   decode(blk, lane, w)  w[k] = dequantized weight of element (lane + 16 * k) of the block
+// Lane l always owns elements l, l+16, l+32, ...: the activation loads x[base + 16k + lane] are
+// then "uniform + lane" and vectorise on the CPU device (sycl-toolchain.md).
+#include <sycl/sycl.hpp>
+#include <cstdint>
+
+#define CFG_SG 16
+
+static inline float kq_h2f(const uint8_t *p) {
+  // halves sit at even offsets of 2-byte-aligned blocks in every format below
+  return (float)sycl::bit_cast<sycl::half>(*(const uint16_t *)p);
+}
+static inline uint32_t kq_u32(const uint8_t *p) {
+  // Q5_0/Q5_1 qh is only 2-byte aligned
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+#if defined(CFG_FMT_F32)
+#define QK 32
+#define BLOCK_BYTES 128
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float *f = (const float *)blk;
+  w[0] = f[lane];
+  w[1] = f[lane + 16];
+}
+
+#elif defined(CFG_FMT_F16)
+#define QK 32
+#define BLOCK_BYTES 64
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const sycl::half *h = (const sycl::half *)blk;
+  w[0] = (float)h[lane];
+  w[1] = (float)h[lane + 16];
+}
+
+#elif defined(CFG_FMT_BF16)
+// uint16_t, never sycl bfloat16 (crashes build() with the persistent cache)
+#define QK 32
+#define BLOCK_BYTES 64
+static inline float kq_bf2f(uint16_t u) { return sycl::bit_cast<float>((uint32_t)u << 16); }
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const uint16_t *h = (const uint16_t *)blk;
+  w[0] = kq_bf2f(h[lane]);
+  w[1] = kq_bf2f(h[lane + 16]);
+}
+
+#elif defined(CFG_FMT_Q4_0)
+// d: f16, qs[16]: byte j = element j (low nibble) and j+16 (high); w = d * (q - 8)
+#define QK 32
+#define BLOCK_BYTES 18
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float d = kq_h2f(blk);
+  const int q = blk[2 + lane];
+  w[0] = d * (float)((q & 0xF) - 8);
+  w[1] = d * (float)((q >> 4) - 8);
+}
+
+#elif defined(CFG_FMT_Q4_1)
+// d, m: f16, qs[16]; w = d * q + m
+#define QK 32
+#define BLOCK_BYTES 20
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float d = kq_h2f(blk), m = kq_h2f(blk + 2);
+  const int q = blk[4 + lane];
+  w[0] = d * (float)(q & 0xF) + m;
+  w[1] = d * (float)(q >> 4) + m;
+}
+
+#elif defined(CFG_FMT_Q5_0)
+// d: f16, qh: u32 (bit j = 5th bit of element j), qs[16]; w = d * (q - 16)
+#define QK 32
+#define BLOCK_BYTES 22
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float d = kq_h2f(blk);
+  const uint32_t qh = kq_u32(blk + 2);
+  const int q = blk[6 + lane];
+  const int h0 = (int)((qh >> lane) & 1u) << 4, h1 = (int)((qh >> (lane + 16)) & 1u) << 4;
+  w[0] = d * (float)(((q & 0xF) | h0) - 16);
+  w[1] = d * (float)(((q >> 4) | h1) - 16);
+}
+
+#elif defined(CFG_FMT_Q5_1)
+// d, m: f16, qh: u32, qs[16]; w = d * q + m
+#define QK 32
+#define BLOCK_BYTES 24
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float d = kq_h2f(blk), m = kq_h2f(blk + 2);
+  const uint32_t qh = kq_u32(blk + 4);
+  const int q = blk[8 + lane];
+  const int h0 = (int)((qh >> lane) & 1u) << 4, h1 = (int)((qh >> (lane + 16)) & 1u) << 4;
+  w[0] = d * (float)((q & 0xF) | h0) + m;
+  w[1] = d * (float)((q >> 4) | h1) + m;
+}
+
+#elif defined(CFG_FMT_Q8_0)
+// d: f16, qs[32] int8; w = d * q
+#define QK 32
+#define BLOCK_BYTES 34
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float d = kq_h2f(blk);
+  const int8_t *q = (const int8_t *)(blk + 2);
+  w[0] = d * (float)q[lane];
+  w[1] = d * (float)q[lane + 16];
+}
+
+#elif defined(CFG_FMT_Q4_K) || defined(CFG_FMT_Q5_K)
+// Super-block of 256 = 8 sub-blocks of 32 with 6-bit scale/min packed in 12 bytes.
+// Q4_K: d, dmin f16, scales[12], qs[128].  Q5_K: + qh[32] before qs.
+// w = d * sc[j] * q - dmin * m[j]
+#define QK 256
+#if defined(CFG_FMT_Q4_K)
+#define BLOCK_BYTES 144
+#else
+#define BLOCK_BYTES 176
+#endif
+static inline void kq_scale_min(int j, const uint8_t *s, int *sc, int *m) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float d = kq_h2f(blk), dmin = kq_h2f(blk + 2);
+  const uint8_t *sc = blk + 4;
+#if defined(CFG_FMT_Q4_K)
+  const uint8_t *qs = blk + 16;
+#else
+  const uint8_t *qh = blk + 16;
+  const uint8_t *qs = blk + 48;
+  const int h0 = qh[lane], h1 = qh[lane + 16];
+#endif
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {  // 64-element chunk j: sub-blocks 2j (low nibbles), 2j+1 (high)
+    int s0, m0, s1, m1;
+    kq_scale_min(2 * j, sc, &s0, &m0);
+    kq_scale_min(2 * j + 1, sc, &s1, &m1);
+    const float d0 = d * (float)s0, n0 = dmin * (float)m0;
+    const float d1 = d * (float)s1, n1 = dmin * (float)m1;
+    const int a = qs[32 * j + lane], b = qs[32 * j + 16 + lane];
+    int qa0 = a & 0xF, qb0 = b & 0xF, qa1 = a >> 4, qb1 = b >> 4;
+#if defined(CFG_FMT_Q5_K)
+    qa0 |= ((h0 >> (2 * j)) & 1) << 4;
+    qb0 |= ((h1 >> (2 * j)) & 1) << 4;
+    qa1 |= ((h0 >> (2 * j + 1)) & 1) << 4;
+    qb1 |= ((h1 >> (2 * j + 1)) & 1) << 4;
+#endif
+    w[4 * j + 0] = d0 * (float)qa0 - n0;  // element 64j + lane
+    w[4 * j + 1] = d0 * (float)qb0 - n0;  // 64j + 16 + lane
+    w[4 * j + 2] = d1 * (float)qa1 - n1;  // 64j + 32 + lane
+    w[4 * j + 3] = d1 * (float)qb1 - n1;  // 64j + 48 + lane
+  }
+}
+
+#elif defined(CFG_FMT_Q6_K)
+// ql[128] (low 4 bits), qh[64] (high 2 bits), scales[16] int8 (one per 16), d f16 at 208.
+// w = d * sc[i/16] * (q - 32)
+#define QK 256
+#define BLOCK_BYTES 210
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float d = kq_h2f(blk + 208);
+  const int8_t *scs = (const int8_t *)(blk + 192);
+#pragma unroll
+  for (int n = 0; n < 2; ++n) {  // 128-element halves
+    const uint8_t *ql = blk + 64 * n, *qh = blk + 128 + 32 * n;
+    const int8_t *sc = scs + 8 * n;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {  // l = lane + 16 hh, scale index is = hh
+      const int l = lane + 16 * hh;
+      const int a = ql[l], b = ql[l + 32], h = qh[l];
+      const int q1 = ((a & 0xF) | ((h & 3) << 4)) - 32;
+      const int q2 = ((b & 0xF) | (((h >> 2) & 3) << 4)) - 32;
+      const int q3 = ((a >> 4) | (((h >> 4) & 3) << 4)) - 32;
+      const int q4 = ((b >> 4) | (((h >> 6) & 3) << 4)) - 32;
+      // elements 128n + l + {0, 32, 64, 96} = lane + 16 * (8n + hh + {0, 2, 4, 6})
+      w[8 * n + hh + 0] = d * (float)sc[hh + 0] * (float)q1;
+      w[8 * n + hh + 2] = d * (float)sc[hh + 2] * (float)q2;
+      w[8 * n + hh + 4] = d * (float)sc[hh + 4] * (float)q3;
+      w[8 * n + hh + 6] = d * (float)sc[hh + 6] * (float)q4;
+    }
+  }
+}
+
+#elif defined(CFG_FMT_IQ4_XS)
+// d f16, scales_h u16, scales_l[4], qs[128]; 8 sub-blocks of 32, 6-bit scale ls,
+// w = d * (ls - 32) * kvalues[q] with ggml's non-linear 16-entry codebook.
+#define QK 256
+#define BLOCK_BYTES 136
+static inline int kq_iq4nl(int i) {
+  // codebook as two 64-bit words: a per-lane variable shift, not a table gather
+  const uint64_t lo = 0xF6EADDCFBFAD9881ull;  // -127 -104 -83 -65 -49 -35 -22 -10
+  const uint64_t hi = 0x7159453526190D01ull;  // 1 13 25 38 53 69 89 113
+  const uint64_t word = (i & 8) ? hi : lo;
+  return (int)(int8_t)(uint8_t)(word >> (8 * (i & 7)));
+}
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float d = kq_h2f(blk);
+  const uint32_t sh = *(const uint16_t *)(blk + 2);
+  const uint8_t *sl = blk + 4, *qs = blk + 8;
+#pragma unroll
+  for (int ib = 0; ib < 8; ++ib) {
+    const int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+    const float dl = d * (float)(ls - 32);
+    const int q = qs[16 * ib + lane];
+    w[2 * ib + 0] = dl * (float)kq_iq4nl(q & 0xF);  // element 32ib + lane
+    w[2 * ib + 1] = dl * (float)kq_iq4nl(q >> 4);   // 32ib + 16 + lane
+  }
+}
+
+#else
+#error "matrix kernels: define exactly one CFG_FMT_<type>"
+#endif
+
+#define EPL (QK / CFG_SG)

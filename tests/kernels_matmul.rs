@@ -1,0 +1,94 @@
+//! Parity of the prompt-path matmul kernel (T > 8) against the f64 reference for every format,
+//! and its rows against mmvq's (to rounding: another summation order, not bitwise).
+
+mod support;
+use support::matrix::*;
+use strata::kernels::{matrix_ref, QuantMatrix};
+
+const BOUND: f64 = 1e-7; // f32 activations: only summation order differs from the f64 reference
+
+#[test]
+fn matmul_matches_reference() {
+    let (_ctx, q, k) = setup();
+    let mut rng = rng(0x6d6d);
+    // (n_out, n_in, T): the real shapes at mid-size T, small shapes at the 512-row chunk
+    let cases: &[(usize, usize, usize)] = &[
+        (1536, 576, 9),
+        (576, 1536, 32),
+        (2048, 640, 100),
+        (640, 2048, 17),
+        (45, 512, 512),
+        (37, 96, 512),
+    ];
+    for &(name, tid) in FORMATS {
+        for &(n_out, n_in, t) in cases {
+            if !fits(tid, n_in) {
+                continue;
+            }
+            let wb = weights(&mut rng, tid, n_out, n_in);
+            let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
+            let x = values(&mut rng, t * n_in);
+            let xd = q.upload(&x).unwrap();
+            let mut yd = q.alloc::<f32>(t * n_out).unwrap();
+            k.matmul(&q, &w.view(), &xd, &mut yd, t).unwrap();
+            let y = q.to_vec(&yd).unwrap();
+            let reference = matrix_ref(tid, &wb, n_out, n_in, &x, t).unwrap();
+            let e = nmse(&y, &reference);
+            println!("matmul {name:6} ({n_out:4}, {n_in:4}) T={t:3}: nmse {e:.2e}");
+            assert!(e < BOUND, "{name} ({n_out}, {n_in}) T={t}: nmse {e:e}");
+        }
+    }
+}
+
+#[test]
+fn matmul_rows_match_mmvq_rows() {
+    let (_ctx, q, k) = setup();
+    let mut rng = rng(99);
+    let (n_out, n_in, t) = (640, 1024, 24);
+    for &(name, tid) in FORMATS {
+        let wb = weights(&mut rng, tid, n_out, n_in);
+        let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
+        let x = values(&mut rng, t * n_in);
+        let xd = q.upload(&x).unwrap();
+        let mut yd = q.alloc::<f32>(t * n_out).unwrap();
+        k.matmul(&q, &w.view(), &xd, &mut yd, t).unwrap();
+        let y = q.to_vec(&yd).unwrap();
+        // mmvq over 8-row chunks of the same activations
+        let mut yv = Vec::new();
+        for c in 0..t / 8 {
+            let xc = q.upload(&x[c * 8 * n_in..(c + 1) * 8 * n_in]).unwrap();
+            let mut yc = q.alloc::<f32>(8 * n_out).unwrap();
+            k.mmvq(&q, &w.view(), &xc, &mut yc, 8).unwrap();
+            yv.extend(q.to_vec(&yc).unwrap());
+        }
+        let yv64: Vec<f64> = yv.iter().map(|&v| v as f64).collect();
+        let e = nmse(&y, &yv64);
+        let identical = y.iter().zip(&yv).filter(|(a, b)| a.to_bits() == b.to_bits()).count();
+        println!("matmul vs mmvq {name:6}: nmse {e:.2e}, {identical}/{} values bitwise equal", y.len());
+        assert!(e < BOUND, "{name}: matmul rows differ from mmvq rows (nmse {e:e})");
+    }
+}
+
+#[test]
+fn mul_dispatches_by_t() {
+    // mul() must be mmvq (bitwise) at t <= 8 and matmul above.
+    let (_ctx, q, k) = setup();
+    let mut rng = rng(5);
+    let tid = strata::quant::type_id::Q8_0;
+    let (n_out, n_in) = (96, 256);
+    let wb = weights(&mut rng, tid, n_out, n_in);
+    let w = QuantMatrix::upload(&q, "Q8_0", tid, n_out, n_in, &wb).unwrap();
+    for t in [8usize, 9] {
+        let x = values(&mut rng, t * n_in);
+        let xd = q.upload(&x).unwrap();
+        let mut a = q.alloc::<f32>(t * n_out).unwrap();
+        let mut b = q.alloc::<f32>(t * n_out).unwrap();
+        k.mul(&q, &w.view(), &xd, &mut a, t).unwrap();
+        if t <= 8 {
+            k.mmvq(&q, &w.view(), &xd, &mut b, t).unwrap();
+        } else {
+            k.matmul(&q, &w.view(), &xd, &mut b, t).unwrap();
+        }
+        assert_eq!(q.to_vec(&a).unwrap(), q.to_vec(&b).unwrap(), "t={t}");
+    }
+}

@@ -1,0 +1,113 @@
+//! Parity of the mmvq kernel (T = 1..8) against the f64 reference for every format, on fresh
+//! random weights and activations; and the bitwise T-row == T one-row-calls property.
+
+mod support;
+use support::matrix::*;
+use strata::kernels::{matrix_ref, QuantMatrix};
+
+/// (n_out, n_in): the models' real shapes, a 256-multiple square-ish one, and small odd ones
+/// (n_out not a multiple of the 4 rows per work-group; n_in not a multiple of 256).
+const SHAPES: &[(usize, usize)] = &[
+    (576, 1536),
+    (1536, 576),
+    (640, 2048),
+    (2048, 640),
+    (640, 1024),
+    (37, 96),
+    (45, 512),
+];
+
+/// f32 activations and f32 weights decoded exactly: the only error left is f32 summation order,
+/// so every format gets the float bound (far tighter than the 5e-4 quantized-product convention).
+const BOUND: f64 = 1e-7;
+
+#[test]
+fn mmvq_matches_reference_and_rows_are_bitwise_independent_of_t() {
+    let (_ctx, q, k) = setup();
+    let mut rng = rng(0x6d6d7671);
+    let mut worst = 0f64;
+    for &(name, tid) in FORMATS {
+        for &(n_out, n_in) in SHAPES {
+            if !fits(tid, n_in) {
+                continue;
+            }
+            let wb = weights(&mut rng, tid, n_out, n_in);
+            let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
+            let x = values(&mut rng, 8 * n_in);
+            let xd = q.upload(&x).unwrap();
+            let mut yd = q.alloc::<f32>(8 * n_out).unwrap();
+            let reference = matrix_ref(tid, &wb, n_out, n_in, &x, 8).unwrap();
+            // one-row calls, each on its own single-row buffer
+            let mut single = Vec::new();
+            for t in 0..8 {
+                let xt = q.upload(&x[t * n_in..(t + 1) * n_in]).unwrap();
+                let mut yt = q.alloc::<f32>(n_out).unwrap();
+                k.mmvq(&q, &w.view(), &xt, &mut yt, 1).unwrap();
+                single.push(q.to_vec(&yt).unwrap());
+            }
+            let mut line = format!("mmvq {name:6} ({n_out:4}, {n_in:4}) nmse T=1..8:");
+            for t in 1..=8 {
+                q.upload_to(&yd, &vec![f32::NAN; 8 * n_out]).unwrap();
+                k.mmvq(&q, &w.view(), &xd, &mut yd, t).unwrap();
+                let y = q.to_vec(&yd).unwrap();
+                let e = nmse(&y[..t * n_out], &reference[..t * n_out]);
+                line += &format!(" {e:.1e}");
+                worst = worst.max(e);
+                assert!(e < BOUND, "{name} ({n_out}, {n_in}) T={t}: nmse {e:e} >= {BOUND:e}");
+                assert!(y[t * n_out..].iter().all(|v| v.is_nan()), "{name} T={t} wrote past row {t}");
+                for (r, s) in single.iter().enumerate().take(t) {
+                    let got = &y[r * n_out..(r + 1) * n_out];
+                    let same = got.iter().zip(s).all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{name} ({n_out}, {n_in}): row {r} of a T={t} call differs from its one-row call");
+                }
+            }
+            println!("{line}  bitwise vs one-row calls: ok");
+        }
+    }
+    println!("worst nmse {worst:e} (bound {BOUND:e})");
+}
+
+#[test]
+fn mmvq_sees_a_single_wrong_scale() {
+    // Power check: changing one block's scale bytes in one row must break the bound.
+    let (_ctx, q, k) = setup();
+    let mut rng = rng(7);
+    for &(name, tid) in FORMATS {
+        let (n_out, n_in) = (64, 512);
+        let mut wb = weights(&mut rng, tid, n_out, n_in);
+        let x = values(&mut rng, n_in);
+        let reference = matrix_ref(tid, &wb, n_out, n_in, &x, 1).unwrap();
+        // first two bytes of row 5: the f16 scale of most formats (a value for F32/F16/BF16,
+        // the first quants for Q6_K whose scale sits at the block end)
+        let row_bytes = wb.len() / n_out;
+        wb[5 * row_bytes] ^= 0x5a;
+        wb[5 * row_bytes + 1] ^= 0x11;
+        let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
+        let xd = q.upload(&x).unwrap();
+        let mut yd = q.alloc::<f32>(n_out).unwrap();
+        k.mmvq(&q, &w.view(), &xd, &mut yd, 1).unwrap();
+        let y = q.to_vec(&yd).unwrap();
+        let e = nmse(&y, &reference);
+        println!("mmvq {name:6} corrupted row 5: nmse vs the clean reference {e:.2e}");
+        assert!(e > BOUND, "{name}: corrupting row 5 went unnoticed (nmse {e:e})");
+    }
+}
+
+#[test]
+fn mmvq_rejects_bad_shapes_with_a_clear_error() {
+    let (_ctx, q, k) = setup();
+    let wb = vec![0u8; 4 * 18 * 3]; // Q4_0 (4, 96)
+    let w = QuantMatrix::upload(&q, "w", strata::quant::type_id::Q4_0, 4, 96, &wb).unwrap();
+    let x = q.alloc::<f32>(9 * 96).unwrap();
+    let mut y = q.alloc::<f32>(9 * 4).unwrap();
+    let e = k.mmvq(&q, &w.view(), &x, &mut y, 9).unwrap_err().to_string();
+    assert!(e.contains("t = 9"), "{e}");
+    let mut small = q.alloc::<f32>(3).unwrap();
+    let e = k.mmvq(&q, &w.view(), &x, &mut small, 1).unwrap_err().to_string();
+    assert!(e.contains("y holds 3"), "{e}");
+    let e = QuantMatrix::upload(&q, "blk.0.ffn_up.weight", 12, 4, 96, &wb)
+        .err()
+        .expect("Q4_K with n_in 96 must fail")
+        .to_string();
+    assert!(e.contains("Q4_K") || e.contains("256"), "{e}");
+}

@@ -1,0 +1,68 @@
+//! Shared by the matrix-kernel parity tests: device setup, random weights per format, NMSE.
+
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use strata::kernels::MatrixKernels;
+use strata::quant::{self, type_id};
+use strata::sycl::{self, Context, Queue};
+
+/// Every format the matrix kernels take, with its ggml type id.
+pub const FORMATS: &[(&str, u32)] = &[
+    ("F32", type_id::F32),
+    ("F16", type_id::F16),
+    ("BF16", type_id::BF16),
+    ("Q4_0", type_id::Q4_0),
+    ("Q4_1", type_id::Q4_1),
+    ("Q5_0", type_id::Q5_0),
+    ("Q5_1", type_id::Q5_1),
+    ("Q8_0", type_id::Q8_0),
+    ("Q4_K", type_id::Q4_K),
+    ("Q5_K", type_id::Q5_K),
+    ("Q6_K", type_id::Q6_K),
+    ("IQ4_XS", type_id::IQ4_XS),
+];
+
+pub fn setup() -> (Context, Queue, MatrixKernels) {
+    let dev = sycl::default_device().expect("a SYCL device (see `strata devices`)");
+    let ctx = Context::new(&[dev.clone()]).expect("SYCL context");
+    let q = ctx.queue(&dev).expect("SYCL queue");
+    let k = MatrixKernels::new(&ctx);
+    (ctx, q, k)
+}
+
+pub fn rng(seed: u64) -> StdRng {
+    StdRng::seed_from_u64(seed)
+}
+
+/// `n` values like trained weights (sum of uniforms, a few 4x outliers).
+pub fn values(rng: &mut StdRng, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            let u: f32 = (0..4).map(|_| rng.gen::<f32>()).sum::<f32>() - 2.0;
+            if i % 97 == 13 {
+                u * 4.0
+            } else {
+                u
+            }
+        })
+        .collect()
+}
+
+/// Fresh random (n_out, n_in) weights quantized with engine/quant's quantizer.
+pub fn weights(rng: &mut StdRng, tid: u32, n_out: usize, n_in: usize) -> Vec<u8> {
+    let f: Vec<f32> = values(rng, n_out * n_in).iter().map(|v| v * 0.05).collect();
+    quant::quantize_by_type(tid, &f).expect("quantize random weights")
+}
+
+/// sum((a-b)^2) / sum(b^2), b the f64 reference.
+pub fn nmse(a: &[f32], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let num: f64 = a.iter().zip(b).map(|(&x, &y)| (x as f64 - y).powi(2)).sum();
+    let den: f64 = b.iter().map(|y| y * y).sum();
+    num / den
+}
+
+/// Whether the kernel block divides n_in (K-quants need multiples of 256).
+pub fn fits(tid: u32, n_in: usize) -> bool {
+    let (elems, _) = strata::kernels::qmatrix::kernel_block(tid).expect("supported format");
+    n_in % elems == 0
+}
