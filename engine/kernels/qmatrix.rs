@@ -3,7 +3,8 @@
 //! the errors of both families. Launchers: `mmvq.rs` (T <= 8), `matmul.rs` (any T).
 
 use crate::quant::{self, type_id, QuantError};
-use crate::sycl::{Context, DeviceBuffer, Kernel, KernelSource, Queue, SyclError};
+use crate::sycl::kernels::{MATMUL, MMVQ};
+use crate::sycl::{Context, DeviceBuffer, Kernel, Queue, SyclError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use thiserror::Error;
@@ -163,26 +164,6 @@ pub(crate) fn check_act(what: &str, arg: &str, b: &DeviceBuffer<f32>, rows: usiz
     Ok(())
 }
 
-/// The sources of the two families: the shared per-format decode traits prepended to each.
-pub const MMVQ_SOURCE: KernelSource = KernelSource {
-    name: "mmvq",
-    file: "sycl/kernels/mmvq.cpp (+ qformats.hpp)",
-    text: concat!(
-        include_str!("../../sycl/kernels/qformats.hpp"),
-        "\n",
-        include_str!("../../sycl/kernels/mmvq.cpp")
-    ),
-};
-pub const MATMUL_SOURCE: KernelSource = KernelSource {
-    name: "matmul",
-    file: "sycl/kernels/matmul.cpp (+ qformats.hpp)",
-    text: concat!(
-        include_str!("../../sycl/kernels/qformats.hpp"),
-        "\n",
-        include_str!("../../sycl/kernels/matmul.cpp")
-    ),
-};
-
 /// Geometry baked into the modules (must match the kernels' CFG_ defaults or options).
 pub(crate) const MMVQ_ROWS_PER_GROUP: usize = 4; // CFG_NSG sub-groups of 16, one row each
 pub(crate) const MATMUL_ROWS: usize = 16; // CFG_RT
@@ -233,8 +214,8 @@ impl MatrixKernels {
         })?;
         let opt = format!("-DCFG_FMT_{name}");
         let (src, kname) = match family {
-            Family::Mmvq => (&MMVQ_SOURCE, "mmvq"),
-            Family::Matmul => (&MATMUL_SOURCE, "matmul"),
+            Family::Mmvq => (&MMVQ, "mmvq"),
+            Family::Matmul => (&MATMUL, "matmul"),
         };
         let k = Arc::new(self.ctx.module(src, &[&opt])?.kernel(kname)?);
         map.insert((type_id, family), k.clone());

@@ -23,6 +23,14 @@ static inline uint32_t kq_u32(const uint8_t *p) {
   return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
+#if !defined(CFG_FMT_F32) && !defined(CFG_FMT_F16) && !defined(CFG_FMT_BF16) && \
+    !defined(CFG_FMT_Q4_0) && !defined(CFG_FMT_Q4_1) && !defined(CFG_FMT_Q5_0) && \
+    !defined(CFG_FMT_Q5_1) && !defined(CFG_FMT_Q8_0) && !defined(CFG_FMT_Q4_K) && \
+    !defined(CFG_FMT_Q5_K) && !defined(CFG_FMT_Q6_K) && !defined(CFG_FMT_IQ4_XS)
+// no format given (e.g. a tool building every source with no options): the output head's
+#define CFG_FMT_Q8_0
+#endif
+
 #if defined(CFG_FMT_F32)
 #define QK 32
 #define BLOCK_BYTES 128
