@@ -69,7 +69,8 @@ fn mmvq_matches_reference_and_rows_are_bitwise_independent_of_t() {
 
 #[test]
 fn mmvq_sees_a_single_wrong_scale() {
-    // Power check: changing one block's scale bytes in one row must break the bound.
+    // Power check: corrupting one value (float types) or one block's scale in one row must
+    // break the bound.
     let (_ctx, q, k) = setup();
     let mut rng = rng(7);
     for &(name, tid) in FORMATS {
@@ -77,11 +78,18 @@ fn mmvq_sees_a_single_wrong_scale() {
         let mut wb = weights(&mut rng, tid, n_out, n_in);
         let x = values(&mut rng, n_in);
         let reference = matrix_ref(tid, &wb, n_out, n_in, &x, 1).unwrap();
-        // first two bytes of row 5: the f16 scale of most formats (a value for F32/F16/BF16,
-        // the first quants for Q6_K whose scale sits at the block end)
-        let row_bytes = wb.len() / n_out;
-        wb[5 * row_bytes] ^= 0x5a;
-        wb[5 * row_bytes + 1] ^= 0x11;
+        let row5 = 5 * (wb.len() / n_out);
+        match name {
+            // float types: flip the sign of row 5's first value (its top byte)
+            "F32" => wb[row5 + 3] ^= 0x80,
+            "F16" | "BF16" => wb[row5 + 1] ^= 0x80,
+            // the f16 scale d of row 5's first block (Q6_K keeps it at the block end)
+            _ => {
+                let at = row5 + if name == "Q6_K" { 208 } else { 0 };
+                wb[at] ^= 0x5a;
+                wb[at + 1] ^= 0x11;
+            }
+        }
         let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
         let xd = q.upload(&x).unwrap();
         let mut yd = q.alloc::<f32>(n_out).unwrap();
