@@ -119,3 +119,42 @@ fn mmvq_rejects_bad_shapes_with_a_clear_error() {
         .to_string();
     assert!(e.contains("Q4_K") || e.contains("256"), "{e}");
 }
+
+#[test]
+fn huge_n_out_the_gemma3_output_head() {
+    // The tied head: Q8_0 (262144, 640). Random Q8_0 bytes (f16 scale 0.001..0.02, any int8),
+    // every row distinct; the reference is computed on a sample of rows including the last ones.
+    use rand::Rng;
+    let (_ctx, q, k) = setup();
+    let mut rng = rng(262144);
+    let (n_out, n_in) = (262144usize, 640usize);
+    let tid = strata::quant::type_id::Q8_0;
+    let mut wb = vec![0u8; n_out * n_in / 32 * 34];
+    for blk in wb.chunks_exact_mut(34) {
+        let d = half::f16::from_f32(rng.gen_range(0.001f32..0.02));
+        blk[..2].copy_from_slice(&d.to_le_bytes());
+        rng.fill(&mut blk[2..]);
+    }
+    let w = QuantMatrix::upload(&q, "token_embd.weight", tid, n_out, n_in, &wb).unwrap();
+    let rows: Vec<usize> = (0..n_out).step_by(997).chain(n_out - 5..n_out).collect();
+    let row_bytes = n_in / 32 * 34;
+    for t in [1usize, 3, 9] {
+        let x = values(&mut rng, t * n_in);
+        let xd = q.upload(&x).unwrap();
+        let mut yd = q.alloc::<f32>(t * n_out).unwrap();
+        k.mul(&q, &w.view(), &xd, &mut yd, t).unwrap();
+        let y = q.to_vec(&yd).unwrap();
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        for &r in &rows {
+            let wr = &wb[r * row_bytes..(r + 1) * row_bytes];
+            let yr = matrix_ref(tid, wr, 1, n_in, &x, t).unwrap();
+            for ti in 0..t {
+                got.push(y[ti * n_out + r]);
+                want.push(yr[ti]);
+            }
+        }
+        let e = nmse(&got, &want);
+        println!("head Q8_0 ({n_out}, {n_in}) T={t} ({}): nmse {e:.2e} over {} sampled rows", if t <= 8 { "mmvq" } else { "matmul" }, rows.len());
+        assert!(e < BOUND, "head T={t}: nmse {e:e}");
+    }
+}
