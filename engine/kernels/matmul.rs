@@ -8,7 +8,7 @@ use super::qmatrix::{
 use crate::sycl::{Arg, DeviceBuffer, NdRange, Queue};
 
 impl MatrixKernels {
-    /// y[t, o] = sum_i W[o, i] * x[t, i] for any t >= 1 (tiles of 16 rows x 16 tokens).
+    /// y[t, o] = sum_i W[o, i] * x[t, i] for any t >= 1 (a work-group per 16 weight rows, all t).
     pub fn matmul(
         &self,
         q: &Queue,
@@ -28,7 +28,7 @@ impl MatrixKernels {
         check_act(what, "x", x, t, w.n_in)?;
         check_act(what, "y", y, t, w.n_out)?;
         let k = self.kernel(w.type_id, Family::Matmul, what)?;
-        let groups = w.n_out.div_ceil(MATMUL_ROWS) * t.div_ceil(SG);
+        let groups = w.n_out.div_ceil(MATMUL_ROWS);
         q.launch(
             &k,
             NdRange::groups(groups, SG),

@@ -166,7 +166,7 @@ pub(crate) fn check_act(what: &str, arg: &str, b: &DeviceBuffer<f32>, rows: usiz
 
 /// Geometry baked into the modules (must match the kernels' CFG_ defaults or options).
 pub(crate) const MMVQ_ROWS_PER_GROUP: usize = 4; // CFG_NSG sub-groups of 16, one row each
-pub(crate) const MATMUL_ROWS: usize = 16; // CFG_RT
+pub(crate) const MATMUL_ROWS: usize = 16; // one work-group of 16 lanes, lane = row
 pub(crate) const SG: usize = 16;
 
 /// The two kernel families over the shared format traits.
