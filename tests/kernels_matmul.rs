@@ -2,8 +2,8 @@
 //! and its rows against mmvq's (to rounding: another summation order, not bitwise).
 
 mod support;
-use support::matrix::*;
 use strata::kernels::{matrix_ref, QuantMatrix};
+use support::matrix::*;
 
 const BOUND: f64 = 1e-7; // f32 activations: only summation order differs from the f64 reference
 
@@ -11,7 +11,8 @@ const BOUND: f64 = 1e-7; // f32 activations: only summation order differs from t
 fn matmul_matches_reference() {
     let (_ctx, q, k) = setup();
     let mut rng = rng(0x6d6d);
-    // (n_out, n_in, T): the real shapes at mid-size T, small shapes at the 512-row chunk
+    // (n_out, n_in, T): the real shapes at mid-size T, small shapes at the 512-row chunk,
+    // and rows longer than one decode chunk
     let cases: &[(usize, usize, usize)] = &[
         (1536, 576, 9),
         (576, 1536, 32),
@@ -19,6 +20,7 @@ fn matmul_matches_reference() {
         (640, 2048, 17),
         (45, 512, 512),
         (37, 96, 512),
+        (24, 4352, 20), // n_in > CFG_KC = 2048: three decode chunks, re-decoded per token tile
     ];
     for &(name, tid) in FORMATS {
         for &(n_out, n_in, t) in cases {
@@ -63,9 +65,19 @@ fn matmul_rows_match_mmvq_rows() {
         }
         let yv64: Vec<f64> = yv.iter().map(|&v| v as f64).collect();
         let e = nmse(&y, &yv64);
-        let identical = y.iter().zip(&yv).filter(|(a, b)| a.to_bits() == b.to_bits()).count();
-        println!("matmul vs mmvq {name:6}: nmse {e:.2e}, {identical}/{} values bitwise equal", y.len());
-        assert!(e < BOUND, "{name}: matmul rows differ from mmvq rows (nmse {e:e})");
+        let identical = y
+            .iter()
+            .zip(&yv)
+            .filter(|(a, b)| a.to_bits() == b.to_bits())
+            .count();
+        println!(
+            "matmul vs mmvq {name:6}: nmse {e:.2e}, {identical}/{} values bitwise equal",
+            y.len()
+        );
+        assert!(
+            e < BOUND,
+            "{name}: matmul rows differ from mmvq rows (nmse {e:e})"
+        );
     }
 }
 
