@@ -104,3 +104,43 @@ fn mul_dispatches_by_t() {
         assert_eq!(q.to_vec(&a).unwrap(), q.to_vec(&b).unwrap(), "t={t}");
     }
 }
+
+#[test]
+fn row_offsets_and_weight_offsets_address_the_right_data() {
+    // mul_at on rows of a bigger activation buffer, into rows of a bigger output, with the weight
+    // a tensor at a byte offset inside a larger upload: bitwise the plain call on copies.
+    use strata::kernels::WeightView;
+    let (_ctx, q, k) = setup();
+    let mut rng = rng(11);
+    let tid = strata::quant::type_id::Q4_K;
+    let (n_out, n_in) = (40, 512);
+    let wa = weights(&mut rng, tid, n_out, n_in);
+    let wb = weights(&mut rng, tid, n_out, n_in);
+    let both = q.upload(&[wa.clone(), wb.clone()].concat()).unwrap();
+    let second = WeightView {
+        buf: &both,
+        offset: wa.len(),
+        type_id: tid,
+        n_out,
+        n_in,
+    };
+    let alone = QuantMatrix::upload(&q, "b", tid, n_out, n_in, &wb).unwrap();
+    for (t, x_row0, y_row0) in [(2usize, 3usize, 1usize), (9, 2, 4)] {
+        let x = values(&mut rng, (x_row0 + t + 1) * n_in);
+        let xd = q.upload(&x).unwrap();
+        let mut yd = q.alloc::<f32>((y_row0 + t) * n_out).unwrap();
+        k.mul_at(&q, &second, &xd, x_row0, &mut yd, y_row0, t)
+            .unwrap();
+        let got = q.to_vec(&yd).unwrap()[y_row0 * n_out..].to_vec();
+        let xs = q.upload(&x[x_row0 * n_in..(x_row0 + t) * n_in]).unwrap();
+        let mut ys = q.alloc::<f32>(t * n_out).unwrap();
+        k.mul(&q, &alone.view(), &xs, &mut ys, t).unwrap();
+        assert_eq!(
+            got,
+            q.to_vec(&ys).unwrap(),
+            "t={t} x_row0={x_row0} y_row0={y_row0}"
+        );
+        let e = k.mul_at(&q, &second, &xd, x_row0 + 2, &mut yd, y_row0, t);
+        assert!(e.is_err(), "reading past x must be refused");
+    }
+}
