@@ -425,9 +425,17 @@ fn vocabulary_inconsistencies() {
         &["tokenizer.ggml.bos_token_id = 8 is out of range (the vocabulary has 8 tokens)"],
     );
     assert_msg(
-        with("tokenizer.ggml.eos_token_id", (-1i32).into()),
+        with("tokenizer.ggml.eos_token_id", (-2i32).into()),
         &["tokenizer.ggml.eos_token_id", "out of range"],
     );
+    // -1 (as i32 or u32::MAX) is llama.cpp's "no such token", not an error.
+    for none in [Value::from(-1i32), Value::from(u32::MAX)] {
+        let bytes = with("tokenizer.ggml.eos_token_id", none);
+        assert!(
+            Gguf::from_bytes(bytes).is_ok(),
+            "-1 token id must be accepted as none"
+        );
+    }
     assert_msg(
         with("tokenizer.ggml.eos_token_id", "2".into()),
         &["tokenizer.ggml.eos_token_id\" has type string"],
