@@ -24,6 +24,12 @@ enum Command {
     Inspect(cmd::inspect::Args),
     /// Tokenize text (or a chat prompt) with a model's tokenizer, or decode ids.
     Tokenize(cmd::tokenize::Args),
+    /// Generate text from a prompt (streams to stdout, stats on stderr).
+    Run(cmd::run::Args),
+    /// Benchmark prompt processing and generation (llama-bench's table).
+    Bench(cmd::bench::Args),
+    /// Teacher-forced mean NLL and perplexity of a text file.
+    Nll(cmd::nll::Args),
 }
 
 fn main() {
@@ -34,6 +40,9 @@ fn main() {
         Some(Command::Devices(a)) => cmd::devices::run(a),
         Some(Command::Inspect(a)) => cmd::inspect::run(a),
         Some(Command::Tokenize(a)) => cmd::tokenize::run(a),
+        Some(Command::Run(a)) => cmd::run::run(a),
+        Some(Command::Bench(a)) => cmd::bench::run(a),
+        Some(Command::Nll(a)) => cmd::nll::run(a),
         None => Err(anyhow::anyhow!(
             "the TUI is not built yet; see `strata --help`"
         )),

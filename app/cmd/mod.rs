@@ -2,3 +2,7 @@
 pub mod devices;
 pub mod inspect;
 pub mod tokenize;
+pub mod bench;
+pub mod engine_args;
+pub mod nll;
+pub mod run;

@@ -1,0 +1,98 @@
+//! `strata bench`: llama-bench's table: prompt processing (ppN: N tokens in one forward from an
+//! empty cache) and text generation (tgN: N single-token steps), r repetitions, mean ± sd t/s.
+//! Token ids are random, as llama-bench's.
+
+use super::engine_args::EngineArgs;
+use anyhow::Result;
+use std::time::Instant;
+use strata::sampling::SplitMix64;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Prompt tokens for the pp test (0 = skip).
+    #[arg(short = 'p', long = "n-prompt", default_value_t = 512)]
+    pub n_prompt: usize,
+    /// Generated tokens for the tg test (0 = skip).
+    #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
+    pub n_gen: usize,
+    /// Repetitions.
+    #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
+    pub reps: usize,
+    /// Print JSON lines instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn mean_sd(v: &[f64]) -> (f64, f64) {
+    let m = v.iter().sum::<f64>() / v.len() as f64;
+    let var = if v.len() > 1 {
+        v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64
+    } else {
+        0.0
+    };
+    (m, var.sqrt())
+}
+
+pub fn run(mut a: Args) -> Result<()> {
+    if a.engine.ctx == 0 {
+        a.engine.ctx = (a.n_prompt + a.n_gen).max(16);
+    }
+    let (path, mut eng) = a.engine.load()?;
+    let n_vocab = eng.config().n_vocab as u64;
+    let mut rng = SplitMix64::new(42);
+    let mut rand_tokens =
+        |n: usize| -> Vec<u32> { (0..n).map(|_| (rng.next_u64() % n_vocab) as u32).collect() };
+    let mut rows = Vec::new();
+    if a.n_prompt > 0 {
+        let toks = rand_tokens(a.n_prompt);
+        eng.forward(&toks, 0, &[toks.len() - 1])?; // warm-up
+        let mut ts = Vec::new();
+        for _ in 0..a.reps.max(1) {
+            let t = Instant::now();
+            eng.forward(&toks, 0, &[toks.len() - 1])?;
+            ts.push(a.n_prompt as f64 / t.elapsed().as_secs_f64());
+        }
+        rows.push((format!("pp{}", a.n_prompt), mean_sd(&ts)));
+    }
+    if a.n_gen > 0 {
+        let toks = rand_tokens(a.n_gen);
+        eng.forward(&toks[..1], 0, &[0])?; // warm-up
+        let mut ts = Vec::new();
+        for _ in 0..a.reps.max(1) {
+            let t = Instant::now();
+            for (i, &tk) in toks.iter().enumerate() {
+                eng.forward(&[tk], i, &[0])?;
+            }
+            ts.push(a.n_gen as f64 / t.elapsed().as_secs_f64());
+        }
+        rows.push((format!("tg{}", a.n_gen), mean_sd(&ts)));
+    }
+    let name = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let size = format!("{:.2} MiB", eng.file_bytes() as f64 / (1024.0 * 1024.0));
+    let params = format!("{:.2} M", eng.n_params() as f64 / 1e6);
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    if a.json {
+        for (test, (m, sd)) in &rows {
+            println!(
+                "{}",
+                serde_json::json!({"model": name, "size_bytes": eng.file_bytes(), "params": eng.n_params(),
+                    "backend": "SYCL", "device": eng.device_name(), "threads": threads, "test": test,
+                    "avg_ts": m, "stddev_ts": sd, "repetitions": a.reps})
+            );
+        }
+        return Ok(());
+    }
+    println!("| model | size | params | backend | threads | test | t/s |");
+    println!("| ----- | ---: | -----: | ------- | ------: | ---: | --: |");
+    for (test, (m, sd)) in &rows {
+        println!("| {name} | {size} | {params} | SYCL | {threads} | {test} | {m:.2} ± {sd:.2} |");
+    }
+    Ok(())
+}

@@ -1,0 +1,47 @@
+//! Options shared by `strata run`, `bench` and `nll`: the model file (default SmolLM2 from setup)
+//! and the engine settings.
+
+use anyhow::{Context, Result};
+use std::path::PathBuf;
+use strata::model::{Engine, EngineOptions};
+use strata::sycl::Card;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct EngineArgs {
+    /// GGUF model file (default: SmolLM2-135M-Instruct installed by `make setup`).
+    #[arg(short = 'm', long = "model")]
+    pub model: Option<PathBuf>,
+    /// KV cache length in tokens (default: min(4096, the model's trained context)).
+    #[arg(long = "ctx", default_value_t = 0)]
+    pub ctx: usize,
+    /// Rows per prefill step.
+    #[arg(long, default_value_t = 256)]
+    pub chunk: usize,
+    /// Feed matmuls f32 activations instead of llama.cpp's 8-bit rounded ones.
+    #[arg(long)]
+    pub f32_act: bool,
+}
+
+impl EngineArgs {
+    pub fn model_path(&self) -> Result<PathBuf> {
+        match &self.model {
+            Some(p) => Ok(p.clone()),
+            None => {
+                strata::paths::model_path(strata::paths::SMOLLM2_ENV).map_err(anyhow::Error::msg)
+            }
+        }
+    }
+
+    pub fn load(&self) -> Result<(PathBuf, Engine)> {
+        let path = self.model_path()?;
+        let card = Card::default_card().context("opening the SYCL device")?;
+        let opts = EngineOptions {
+            n_ctx: self.ctx,
+            chunk: self.chunk,
+            act_round: !self.f32_act,
+        };
+        let eng = Engine::load(&path, card, &opts)
+            .with_context(|| format!("loading {}", path.display()))?;
+        Ok((path, eng))
+    }
+}
