@@ -4,7 +4,9 @@ use super::engine_args::EngineArgs;
 use anyhow::{bail, Context, Result};
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
-use strata::generate::{GenSink, GenerateConfig, Generator, StopReason, TokenText, TurnStats, WindowStats};
+use strata::generate::{
+    GenSink, GenerateConfig, Generator, StopReason, TokenText, TurnStats, WindowStats,
+};
 use strata::sampling::SamplingParams;
 use strata::spec::{Drafter, MtpOptions, NgramDrafter};
 use strata::tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
@@ -75,18 +77,29 @@ impl GenSink for Print {
     fn window(&mut self, w: &WindowStats) {
         self.n += 1;
         if self.stats {
-            eprintln!("window {:>4}: {:7.2} ms  t {}  proposed {}  accepted {}", self.n, w.ms, w.t, w.proposed, w.accepted);
+            eprintln!(
+                "window {:>4}: {:7.2} ms  t {}  proposed {}  accepted {}",
+                self.n, w.ms, w.t, w.proposed, w.accepted
+            );
         }
     }
 }
 
 fn drafter(a: &Args, path: &std::path::Path) -> Result<Option<Box<dyn Drafter>>> {
-    MtpOptions { max_t: a.mtp_max_t, min_p: a.spec_min_p }.validate()?;
+    MtpOptions {
+        max_t: a.mtp_max_t,
+        min_p: a.spec_min_p,
+    }
+    .validate()?;
     if a.drafter == "mtp" {
         let g = strata::gguf::Gguf::open(path)?;
         strata::spec::mtp::check_available(&g, &path.display().to_string())?;
     }
-    Ok(if a.spec > 0 { Some(Box::new(NgramDrafter::default())) } else { None })
+    Ok(if a.spec > 0 {
+        Some(Box::new(NgramDrafter::default()))
+    } else {
+        None
+    })
 }
 
 fn print_turn(s: &TurnStats) {
@@ -140,7 +153,10 @@ pub fn run(a: Args) -> Result<()> {
         repeat_last_n: a.repeat_last_n,
         seed: a.seed,
     };
-    let budget = strata::sycl::default_device().and_then(|d| d.info()).map(|i| i.global_mem).unwrap_or(0);
+    let budget = strata::sycl::default_device()
+        .and_then(|d| d.info())
+        .map(|i| i.global_mem)
+        .unwrap_or(0);
     let mut gen = Generator::new(eng, drafter(&a, &path)?, budget);
     let mut stop_tokens = stop_ids;
     stop_tokens.extend(tok.eog_ids().iter().copied());
@@ -152,8 +168,18 @@ pub fn run(a: Args) -> Result<()> {
         stop_strings: stops,
         reuse_prefix: false,
     };
-    let mut sink = Print { stats: a.stats, n: 0, err: None };
-    let s = gen.generate(&ids, &cfg, &mut TokenText::new(&tok), &mut sink, &AtomicBool::new(false))?;
+    let mut sink = Print {
+        stats: a.stats,
+        n: 0,
+        err: None,
+    };
+    let s = gen.generate(
+        &ids,
+        &cfg,
+        &mut TokenText::new(&tok),
+        &mut sink,
+        &AtomicBool::new(false),
+    )?;
     if let Some(e) = sink.err {
         return Err(e).context("writing to stdout");
     }
@@ -164,7 +190,12 @@ pub fn run(a: Args) -> Result<()> {
             let m = &d.memory;
             eprintln!(
                 "device {}: weights {} + kv {} + scratch {} = {} bytes of a {} budget",
-                m.device, m.weights, m.kv, m.scratch, m.total(), d.budget
+                m.device,
+                m.weights,
+                m.kv,
+                m.scratch,
+                m.total(),
+                d.budget
             );
         }
     } else {
