@@ -2,6 +2,7 @@
 //! decoding, metrics, and the Rust side of the SYCL shim. The app (`app/`) reaches inference only
 //! through the engine process protocol (`protocol`).
 
+pub mod generate;
 pub mod gguf;
 pub mod kernels;
 pub mod model;
@@ -10,5 +11,6 @@ pub mod protocol;
 pub mod reference;
 pub mod quant;
 pub mod sampling;
+pub mod spec;
 pub mod sycl;
 pub mod tokenizer;
