@@ -14,7 +14,9 @@ fn actq_kernel_matches_reference() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(rand::random());
     for mode in [ActRound::Q8Block32, ActRound::Q8Block256] {
         let n = 256 * 64;
-        let mut x: Vec<f32> = (0..n).map(|_| rng.gen_range(-1.0f32..1.0) * rng.gen_range(0.0f32..8.0)).collect();
+        let mut x: Vec<f32> = (0..n)
+            .map(|_| rng.gen_range(-1.0f32..1.0) * rng.gen_range(0.0f32..8.0))
+            .collect();
         // an all-zero block and a block whose largest element is negative
         x[..256].fill(0.0);
         x[256] = -50.0;
@@ -23,10 +25,18 @@ fn actq_kernel_matches_reference() {
         k.run(&card.queue, mode, &xd, &yd, n).unwrap();
         let got = card.queue.to_vec(&yd).unwrap();
         let want = reference(mode, &x);
-        let diffs: Vec<(usize, f32)> =
-            got.iter().zip(&want).enumerate().filter(|(_, (a, b))| a != b).map(|(i, (a, b))| (i, (a - b).abs())).collect();
+        let diffs: Vec<(usize, f32)> = got
+            .iter()
+            .zip(&want)
+            .enumerate()
+            .filter(|(_, (a, b))| a != b)
+            .map(|(i, (a, b))| (i, (a - b).abs()))
+            .collect();
         let worst = diffs.iter().map(|d| d.1).fold(0f32, f32::max);
-        println!("{mode:?}: {} of {n} values differ, largest difference {worst:e}", diffs.len());
+        println!(
+            "{mode:?}: {} of {n} values differ, largest difference {worst:e}",
+            diffs.len()
+        );
         assert!(got[..256].iter().all(|&v| v == 0.0), "{:?}", &got[..8]);
         // -50 is its block's largest value: it comes back as -127 steps (f16 scale: within 2^-11).
         assert!((got[256] + 50.0).abs() <= 50.0 / 2048.0, "{}", got[256]);
@@ -35,7 +45,10 @@ fn actq_kernel_matches_reference() {
         for (i, d) in diffs {
             let b = mode.block();
             let amax = x[i / b * b..][..b].iter().fold(0f32, |m, v| m.max(v.abs()));
-            assert!(d <= amax / 127.0 * 1.001, "value {i}: difference {d} above one step");
+            assert!(
+                d <= amax / 127.0 * 1.001,
+                "value {i}: difference {d} above one step"
+            );
         }
         // Rounding is idempotent up to the f16 scale: the output has at most 255 levels a block.
         for blk in got.chunks(mode.block()) {

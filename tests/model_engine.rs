@@ -15,11 +15,22 @@ fn gguf(env: &str) -> Gguf {
 fn engine(g: &Gguf, act_round: bool, n_ctx: usize, chunk: usize) -> Engine {
     strata::sycl::runtime::init();
     let card = strata::sycl::Card::cpu().expect("the CPU SYCL device (run `make setup`)");
-    Engine::from_gguf(g, card, &EngineOptions { n_ctx, chunk, act_round }).expect("engine load")
+    Engine::from_gguf(
+        g,
+        card,
+        &EngineOptions {
+            n_ctx,
+            chunk,
+            act_round,
+        },
+    )
+    .expect("engine load")
 }
 
 fn argmax(l: &[f32]) -> u32 {
-    (0..l.len()).max_by(|&a, &b| l[a].total_cmp(&l[b]).then(b.cmp(&a))).unwrap() as u32
+    (0..l.len())
+        .max_by(|&a, &b| l[a].total_cmp(&l[b]).then(b.cmp(&a)))
+        .unwrap() as u32
 }
 
 /// (max abs error, max |reference|) over all rows.
@@ -39,7 +50,11 @@ fn compare(eng: &[Vec<f32>], reff: &[Vec<f32>]) -> (f32, f32) {
 /// Prompts as token ids: spread over the vocabulary (the test needs no tokenizer), the first one
 /// long enough for matmul (> 8 rows) and crossing a prefill chunk boundary.
 fn prompts(n_vocab: u32) -> Vec<Vec<u32>> {
-    let spread = |n: usize, seed: u32| (0..n as u32).map(|i| (seed + i * 7919 + i * i * 104_729) % n_vocab).collect();
+    let spread = |n: usize, seed: u32| {
+        (0..n as u32)
+            .map(|i| (seed + i * 7919 + i * i * 104_729) % n_vocab)
+            .collect()
+    };
     vec![spread(40, 11), spread(5, 3), spread(1, 2)]
 }
 
@@ -58,14 +73,21 @@ fn check_model(env: &str, name: &str, f32_bound: f32) {
         let le = eng.forward(&p, 0, &rows).unwrap();
         let lr = RefSession::new(&ref_f32, 128).forward(&p, 0).unwrap();
         let (err, mag) = compare(&le, &lr);
-        let same_argmax = le.iter().zip(&lr).filter(|(a, b)| argmax(a) == argmax(b)).count();
+        let same_argmax = le
+            .iter()
+            .zip(&lr)
+            .filter(|(a, b)| argmax(a) == argmax(b))
+            .count();
         println!(
             "{name} f32 inputs, {} tokens: max abs err {err:.3e}, max |logit| {mag:.2}, relative {:.3e}, argmax agrees on {same_argmax}/{}",
             p.len(),
             err / mag,
             p.len()
         );
-        assert!(err <= f32_bound * mag, "{name}: max abs logit error {err} above {f32_bound} x {mag}");
+        assert!(
+            err <= f32_bound * mag,
+            "{name}: max abs logit error {err} above {f32_bound} x {mag}"
+        );
         assert_eq!(same_argmax, p.len(), "{name}: argmax differs");
         // 8-bit rounded inputs: per row, engine vs reference against the size of the rounding
         // itself (reference rounded vs not).
@@ -88,13 +110,21 @@ fn check_model(env: &str, name: &str, f32_bound: f32) {
     let prompt = &prompts(n_vocab)[1];
     let mut rs = RefSession::new(&ref_f32, 128);
     let mut lr = rs.forward(prompt, 0).unwrap().pop().unwrap();
-    let mut le = eng.forward(prompt, 0, &[prompt.len() - 1]).unwrap().pop().unwrap();
+    let mut le = eng
+        .forward(prompt, 0, &[prompt.len() - 1])
+        .unwrap()
+        .pop()
+        .unwrap();
     let (mut ge, mut gr) = (Vec::new(), Vec::new());
     for i in 0..32 {
         let (te, tr) = (argmax(&le), argmax(&lr));
         ge.push(te);
         gr.push(tr);
-        le = eng.forward(&[te], prompt.len() + i, &[0]).unwrap().pop().unwrap();
+        le = eng
+            .forward(&[te], prompt.len() + i, &[0])
+            .unwrap()
+            .pop()
+            .unwrap();
         lr = rs.forward(&[tr], prompt.len() + i).unwrap().pop().unwrap();
     }
     println!("{name} greedy engine    {ge:?}\n{name} greedy reference {gr:?}");
@@ -134,7 +164,17 @@ fn prompt_longer_than_context_is_an_error_naming_both() {
     let mut eng = engine(&g, true, 32, 16);
     let toks: Vec<u32> = (0..40).collect();
     let err = eng.forward(&toks, 0, &[39]).unwrap_err();
-    assert!(matches!(err, EngineError::ContextFull { n_tokens: 40, n_ctx: 32, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            EngineError::ContextFull {
+                n_tokens: 40,
+                n_ctx: 32,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     let msg = err.to_string();
     assert!(msg.contains("40") && msg.contains("32"), "{msg}");
     // Filling to exactly n_ctx works; one more token does not.
@@ -142,14 +182,24 @@ fn prompt_longer_than_context_is_an_error_naming_both() {
     assert!(eng.forward(&[1], 32, &[0]).is_err());
     // Bad token ids are rejected with the index.
     let err = eng.forward(&[1, 999_999], 0, &[1]).unwrap_err();
-    assert!(matches!(err, EngineError::Token { index: 1, .. }), "{err:?}");
+    assert!(
+        matches!(err, EngineError::Token { index: 1, .. }),
+        "{err:?}"
+    );
 }
 
 #[test]
 fn seeded_sampling_through_the_engine_is_reproducible() {
     let g = gguf(strata::paths::SMOLLM2_ENV);
     let mut eng = engine(&g, true, 64, 16);
-    let params = |seed| SamplingParams { temperature: 1.0, top_k: 50, top_p: 0.95, min_p: 0.0, seed, ..SamplingParams::default() };
+    let params = |seed| SamplingParams {
+        temperature: 1.0,
+        top_k: 50,
+        top_p: 0.95,
+        min_p: 0.0,
+        seed,
+        ..SamplingParams::default()
+    };
     let mut run = |seed| {
         let mut s = Sampler::new(params(seed)).unwrap();
         let prompt = [504u32, 3575, 282];

@@ -9,17 +9,36 @@ use strata::tokenizer::Tokenizer;
 fn greedy(env: &str, prompt: &str, n: usize) -> String {
     strata::sycl::runtime::init();
     let path = strata::paths::model_path(env).unwrap_or_else(|e| panic!("{e}"));
-    let tok = Tokenizer::from_gguf_path(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let tok =
+        Tokenizer::from_gguf_path(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let card = strata::sycl::Card::cpu().expect("the CPU SYCL device (run `make setup`)");
-    let mut eng = Engine::load(&path, card, &EngineOptions { n_ctx: 256, ..EngineOptions::default() }).unwrap();
+    let mut eng = Engine::load(
+        &path,
+        card,
+        &EngineOptions {
+            n_ctx: 256,
+            ..EngineOptions::default()
+        },
+    )
+    .unwrap();
     let ids = tok.encode(prompt, true, false);
     println!("{prompt:?} -> {ids:?}");
-    let mut l = eng.forward(&ids, 0, &[ids.len() - 1]).unwrap().pop().unwrap();
+    let mut l = eng
+        .forward(&ids, 0, &[ids.len() - 1])
+        .unwrap()
+        .pop()
+        .unwrap();
     let mut out = Vec::new();
     for i in 0..n {
-        let t = (0..l.len()).max_by(|&a, &b| l[a].total_cmp(&l[b]).then(b.cmp(&a))).unwrap() as u32;
+        let t = (0..l.len())
+            .max_by(|&a, &b| l[a].total_cmp(&l[b]).then(b.cmp(&a)))
+            .unwrap() as u32;
         out.push(t);
-        l = eng.forward(&[t], ids.len() + i, &[0]).unwrap().pop().unwrap();
+        l = eng
+            .forward(&[t], ids.len() + i, &[0])
+            .unwrap()
+            .pop()
+            .unwrap();
     }
     let text = tok.decode(&out, false);
     println!("{out:?} -> {text:?}");

@@ -1,5 +1,7 @@
-//! Our token ids against llama.cpp's (committed fixture from scripts/tok_reference.py) on the two
-//! real models, for hard strings: with and without BOS / special-token parsing.
+//! Our token ids against an independent tokenizer (committed fixture written by
+//! scripts/tok_reference.py: HF `tokenizers` for SmolLM2, Google `sentencepiece` for Gemma 3, both
+//! built from the GGUF metadata) on the two real models, for hard strings, with and without BOS /
+//! special-token parsing, plus the reference detokenization.
 
 use serde_json::Value;
 use strata::paths::{model_path, GEMMA3_ENV, SMOLLM2_ENV};
@@ -73,11 +75,11 @@ fn check(model_key: &str, env: &str) {
 }
 
 #[test]
-fn smollm2_matches_llama_cpp() {
+fn smollm2_matches_reference() {
     check("smollm2", SMOLLM2_ENV);
 }
 
 #[test]
-fn gemma3_matches_llama_cpp() {
+fn gemma3_matches_reference() {
     check("gemma3", GEMMA3_ENV);
 }

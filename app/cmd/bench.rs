@@ -27,7 +27,11 @@ pub struct Args {
 
 fn mean_sd(v: &[f64]) -> (f64, f64) {
     let m = v.iter().sum::<f64>() / v.len() as f64;
-    let var = if v.len() > 1 { v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64 } else { 0.0 };
+    let var = if v.len() > 1 {
+        v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64
+    } else {
+        0.0
+    };
     (m, var.sqrt())
 }
 
@@ -38,7 +42,8 @@ pub fn run(mut a: Args) -> Result<()> {
     let (path, mut eng) = a.engine.load()?;
     let n_vocab = eng.config().n_vocab as u64;
     let mut rng = SplitMix64::new(42);
-    let mut rand_tokens = |n: usize| -> Vec<u32> { (0..n).map(|_| (rng.next_u64() % n_vocab) as u32).collect() };
+    let mut rand_tokens =
+        |n: usize| -> Vec<u32> { (0..n).map(|_| (rng.next_u64() % n_vocab) as u32).collect() };
     let mut rows = Vec::new();
     if a.n_prompt > 0 {
         let toks = rand_tokens(a.n_prompt);
@@ -64,10 +69,15 @@ pub fn run(mut a: Args) -> Result<()> {
         }
         rows.push((format!("tg{}", a.n_gen), mean_sd(&ts)));
     }
-    let name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let size = format!("{:.2} MiB", eng.file_bytes() as f64 / (1024.0 * 1024.0));
     let params = format!("{:.2} M", eng.n_params() as f64 / 1e6);
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     if a.json {
         for (test, (m, sd)) in &rows {
             println!(

@@ -26,15 +26,22 @@ impl EngineArgs {
     pub fn model_path(&self) -> Result<PathBuf> {
         match &self.model {
             Some(p) => Ok(p.clone()),
-            None => strata::paths::model_path(strata::paths::SMOLLM2_ENV).map_err(anyhow::Error::msg),
+            None => {
+                strata::paths::model_path(strata::paths::SMOLLM2_ENV).map_err(anyhow::Error::msg)
+            }
         }
     }
 
     pub fn load(&self) -> Result<(PathBuf, Engine)> {
         let path = self.model_path()?;
         let card = Card::default_card().context("opening the SYCL device")?;
-        let opts = EngineOptions { n_ctx: self.ctx, chunk: self.chunk, act_round: !self.f32_act };
-        let eng = Engine::load(&path, card, &opts).with_context(|| format!("loading {}", path.display()))?;
+        let opts = EngineOptions {
+            n_ctx: self.ctx,
+            chunk: self.chunk,
+            act_round: !self.f32_act,
+        };
+        let eng = Engine::load(&path, card, &opts)
+            .with_context(|| format!("loading {}", path.display()))?;
         Ok((path, eng))
     }
 }

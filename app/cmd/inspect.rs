@@ -275,16 +275,13 @@ fn hparam_rows(h: &HParams) -> Vec<(&'static str, String)> {
     if let Some(f) = h.rope_scaling_factor {
         rows.push(("rope_scaling_factor", f.to_string()));
     }
-    match &h.extra {
-        ArchParams::Gemma3(p) => {
-            rows.push(("sliding_window", p.sliding_window.to_string()));
-            rows.push((
-                "sliding_window_pattern",
-                p.sliding_window_pattern.to_string(),
-            ));
-            rows.push(("rope_freq_base_local", p.rope_freq_base_local.to_string()));
-        }
-        _ => {}
+    if let ArchParams::Gemma3(p) = &h.extra {
+        rows.push(("sliding_window", p.sliding_window.to_string()));
+        rows.push((
+            "sliding_window_pattern",
+            p.sliding_window_pattern.to_string(),
+        ));
+        rows.push(("rope_freq_base_local", p.rope_freq_base_local.to_string()));
     }
     rows
 }

@@ -22,7 +22,12 @@ pub struct Args {
 /// -log softmax(logits)[target], in f64.
 fn nll(logits: &[f32], target: u32) -> f64 {
     let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
-    let lse = logits.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln() + max;
+    let lse = logits
+        .iter()
+        .map(|&v| (v as f64 - max).exp())
+        .sum::<f64>()
+        .ln()
+        + max;
     lse - logits[target as usize] as f64
 }
 
@@ -31,14 +36,21 @@ pub fn run(mut a: Args) -> Result<()> {
         a.engine.ctx = 512;
     }
     let n_ctx = a.engine.ctx;
-    let text = std::fs::read_to_string(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
+    let text = std::fs::read_to_string(&a.file)
+        .with_context(|| format!("reading {}", a.file.display()))?;
     let (path, mut eng) = a.engine.load()?;
     let tok = Tokenizer::from_gguf_path(&path)?;
     let ids = tok.encode(&text, false, false);
     let bos = if tok.add_bos() { tok.bos() } else { None };
     let per_chunk = n_ctx - usize::from(bos.is_some());
     if ids.len() < per_chunk {
-        bail!("{} has {} tokens; one chunk of --ctx {} needs {}", a.file.display(), ids.len(), n_ctx, per_chunk);
+        bail!(
+            "{} has {} tokens; one chunk of --ctx {} needs {}",
+            a.file.display(),
+            ids.len(),
+            n_ctx,
+            per_chunk
+        );
     }
     let (mut sum, mut count) = (0f64, 0usize);
     let t0 = std::time::Instant::now();
@@ -55,7 +67,11 @@ pub fn run(mut a: Args) -> Result<()> {
         }
         sum += csum;
         count += rows.len();
-        eprintln!("chunk {ci}: mean NLL {:.4} over {} tokens", csum / rows.len() as f64, rows.len());
+        eprintln!(
+            "chunk {ci}: mean NLL {:.4} over {} tokens",
+            csum / rows.len() as f64,
+            rows.len()
+        );
     }
     let mean = sum / count as f64;
     println!(

@@ -3,9 +3,13 @@
 use super::engine_args::EngineArgs;
 use anyhow::{bail, Context, Result};
 use std::io::Write;
-use std::time::Instant;
-use strata::sampling::{Sampler, SamplingParams, StopMatcher};
-use strata::tokenizer::{ChatMessage, ChatTemplate, StreamDecoder, Tokenizer};
+use std::sync::atomic::AtomicBool;
+use strata::generate::{
+    GenSink, GenerateConfig, Generator, StopReason, TokenText, TurnStats, WindowStats,
+};
+use strata::sampling::SamplingParams;
+use strata::spec::{Drafter, MtpOptions, NgramDrafter};
+use strata::tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -38,13 +42,81 @@ pub struct Args {
     /// Print the prompt as tokenized (ids and pieces) to stderr first.
     #[arg(long)]
     pub show_prompt: bool,
+    /// Speculative decoding: draft up to N tokens per verify window (0 = off, at most 7).
+    #[arg(long, default_value_t = 0)]
+    pub spec: usize,
+    /// Which drafter proposes tokens with --spec: `ngram` (prompt lookup, any model) or `mtp`
+    /// (the model's own multi-token-prediction layer; none of the dense models has one).
+    #[arg(long, default_value = "ngram", value_parser = ["ngram", "mtp"])]
+    pub drafter: String,
+    /// MTP drafter: most draft steps per window.
+    #[arg(long, default_value_t = 4)]
+    pub mtp_max_t: usize,
+    /// MTP drafter: stop drafting when a draft's probability is below this.
+    #[arg(long, default_value_t = 0.0)]
+    pub spec_min_p: f32,
+    /// Print per-window and per-turn metrics and device memory to stderr (docs/metrics.md).
+    #[arg(long)]
+    pub stats: bool,
+}
+
+/// Streams text to stdout; with --stats, one line per verify window to stderr.
+struct Print {
+    stats: bool,
+    n: u32,
+    err: Option<std::io::Error>,
+}
+
+impl GenSink for Print {
+    fn text(&mut self, piece: &str) {
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = write!(out, "{piece}").and_then(|_| out.flush()) {
+            self.err.get_or_insert(e);
+        }
+    }
+    fn window(&mut self, w: &WindowStats) {
+        self.n += 1;
+        if self.stats {
+            eprintln!(
+                "window {:>4}: {:7.2} ms  t {}  proposed {}  accepted {}",
+                self.n, w.ms, w.t, w.proposed, w.accepted
+            );
+        }
+    }
+}
+
+fn drafter(a: &Args, path: &std::path::Path) -> Result<Option<Box<dyn Drafter>>> {
+    MtpOptions {
+        max_t: a.mtp_max_t,
+        min_p: a.spec_min_p,
+    }
+    .validate()?;
+    if a.drafter == "mtp" {
+        let g = strata::gguf::Gguf::open(path)?;
+        strata::spec::mtp::check_available(&g, &path.display().to_string())?;
+    }
+    Ok(if a.spec > 0 {
+        Some(Box::new(NgramDrafter::default()))
+    } else {
+        None
+    })
+}
+
+fn print_turn(s: &TurnStats) {
+    eprintln!(
+        "turn: prefill {} tokens {:.1} ms {:.1} tok/s | decode {} tokens {:.1} ms {:.1} tok/s | {} windows, {:.2} tokens/window | drafts {} proposed {} accepted, acceptance {:.2}, mean accepted {:.2} | TTFT {:.1} ms | stop {:?}",
+        s.prefill_tokens, s.prefill_ms, s.prefill_tps, s.decode_tokens, s.decode_ms, s.decode_tps, s.windows,
+        s.tokens_per_window, s.proposed, s.accepted, s.acceptance, s.mean_accepted_len, s.ttft_ms, s.stop
+    );
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let (path, mut eng) = a.engine.load()?;
-    let tok = Tokenizer::from_gguf_path(&path).with_context(|| format!("tokenizer of {}", path.display()))?;
+    let (path, eng) = a.engine.load()?;
+    let tok = Tokenizer::from_gguf_path(&path)
+        .with_context(|| format!("tokenizer of {}", path.display()))?;
     let (ids, stops, stop_ids) = if a.chat {
-        let r = ChatTemplate::from_tokenizer(&tok).render(&[ChatMessage::new("user", a.prompt.as_str())], true);
+        let r = ChatTemplate::from_tokenizer(&tok)
+            .render(&[ChatMessage::new("user", a.prompt.as_str())], true);
         if let Some(w) = &r.warning {
             eprintln!("warning: {w}");
         }
@@ -57,7 +129,10 @@ pub fn run(a: Args) -> Result<()> {
     }
     if a.show_prompt {
         for id in &ids {
-            eprintln!("{id:>8} {:?}", String::from_utf8_lossy(tok.piece(*id, true)));
+            eprintln!(
+                "{id:>8} {:?}",
+                String::from_utf8_lossy(tok.piece(*id, true))
+            );
         }
     }
     if ids.len() + a.n > eng.n_ctx() {
@@ -78,46 +153,58 @@ pub fn run(a: Args) -> Result<()> {
         repeat_last_n: a.repeat_last_n,
         seed: a.seed,
     };
-    let mut sampler = Sampler::new(params)?;
-    for &t in &ids {
-        sampler.accept(t);
+    let budget = strata::sycl::default_device()
+        .and_then(|d| d.info())
+        .map(|i| i.global_mem)
+        .unwrap_or(0);
+    let mut gen = Generator::new(eng, drafter(&a, &path)?, budget);
+    let mut stop_tokens = stop_ids;
+    stop_tokens.extend(tok.eog_ids().iter().copied());
+    let cfg = GenerateConfig {
+        sampling: params,
+        max_tokens: a.n,
+        spec: a.spec,
+        stop_tokens,
+        stop_strings: stops,
+        reuse_prefix: false,
+    };
+    let mut sink = Print {
+        stats: a.stats,
+        n: 0,
+        err: None,
+    };
+    let s = gen.generate(
+        &ids,
+        &cfg,
+        &mut TokenText::new(&tok),
+        &mut sink,
+        &AtomicBool::new(false),
+    )?;
+    if let Some(e) = sink.err {
+        return Err(e).context("writing to stdout");
     }
-    let mut stop = StopMatcher::new(&stops);
-    let mut dec = StreamDecoder::new(false);
-    let mut out = std::io::stdout().lock();
-    let t0 = Instant::now();
-    let mut logits = eng.forward(&ids, 0, &[ids.len() - 1])?.pop().context("no logits")?;
-    let ttft = t0.elapsed().as_secs_f64();
-    let t1 = Instant::now();
-    let mut n_gen = 0;
-    for i in 0..a.n {
-        let t = sampler.sample(&logits).with_context(|| format!("sampling at position {}", ids.len() + i))?;
-        sampler.accept(t);
-        if tok.is_eog(t) || stop_ids.contains(&t) {
-            break;
+    println!();
+    if a.stats {
+        print_turn(&s);
+        for d in gen.devices() {
+            let m = &d.memory;
+            eprintln!(
+                "device {}: weights {} + kv {} + scratch {} = {} bytes of a {} budget",
+                m.device,
+                m.weights,
+                m.kv,
+                m.scratch,
+                m.total(),
+                d.budget
+            );
         }
-        let o = stop.push(&dec.push(&tok, t));
-        write!(out, "{}", o.emit)?;
-        out.flush()?;
-        if o.stopped {
-            break;
-        }
-        n_gen += 1;
-        if i + 1 < a.n {
-            logits = eng.forward(&[t], ids.len() + i, &[0])?.pop().context("no logits")?;
-        }
+    } else {
+        // the end-of-generation token is not text: count what was shown
+        let shown = s.tokens.len() - usize::from(s.stop == StopReason::Eos);
+        eprintln!(
+            "prefill {} tokens {:.1} tok/s | generated {} tokens, decode {:.1} tok/s | TTFT {:.0} ms",
+            s.prefill_tokens, s.prefill_tps, shown, s.decode_tps, s.ttft_ms
+        );
     }
-    let tail = stop.push(&dec.flush());
-    write!(out, "{}{}", tail.emit, if tail.stopped { String::new() } else { stop.finish() })?;
-    writeln!(out)?;
-    let dt = t1.elapsed().as_secs_f64();
-    eprintln!(
-        "prefill {} tokens {:.1} tok/s | decode {} tokens {:.1} tok/s | TTFT {:.0} ms",
-        ids.len(),
-        ids.len() as f64 / ttft,
-        n_gen,
-        n_gen as f64 / dt.max(1e-9),
-        ttft * 1e3
-    );
     Ok(())
 }

@@ -61,7 +61,13 @@ pub struct TurnStats {
 impl TurnStats {
     /// Fills the derived fields from the counted ones.
     pub(crate) fn finish(&mut self) {
-        let rate = |n: u32, ms: f64| if ms > 0.0 { n as f64 * 1000.0 / ms } else { 0.0 };
+        let rate = |n: u32, ms: f64| {
+            if ms > 0.0 {
+                n as f64 * 1000.0 / ms
+            } else {
+                0.0
+            }
+        };
         let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
         self.prefill_tps = rate(self.prefill_tokens, self.prefill_ms);
         self.decode_tps = rate(self.decode_tokens, self.decode_ms);

@@ -96,7 +96,12 @@ fn ms_since(t: Instant) -> f64 {
 impl Generator {
     /// `budget`: the device's memory size in bytes, reported beside the engine's use.
     pub fn new(engine: Engine, drafter: Option<Box<dyn Drafter>>, budget: u64) -> Generator {
-        Generator { engine, drafter, cached: Vec::new(), budget }
+        Generator {
+            engine,
+            drafter,
+            cached: Vec::new(),
+            budget,
+        }
     }
 
     pub fn engine(&self) -> &Engine {
@@ -124,7 +129,14 @@ impl Generator {
 
     /// Memory per device against the budget.
     pub fn devices(&self) -> Vec<DeviceStats> {
-        self.engine.memory().into_iter().map(|memory| DeviceStats { memory, budget: self.budget }).collect()
+        self.engine
+            .memory()
+            .into_iter()
+            .map(|memory| DeviceStats {
+                memory,
+                budget: self.budget,
+            })
+            .collect()
     }
 
     /// Generates one turn continuing `prompt`. Errors end the turn (the sink has seen the text
@@ -161,7 +173,10 @@ impl Generator {
         }
         let n_ctx = self.engine.n_ctx();
         if prompt.len() > n_ctx {
-            return Err(GenerateError::PromptTooLong { n_prompt: prompt.len(), n_ctx });
+            return Err(GenerateError::PromptTooLong {
+                n_prompt: prompt.len(),
+                n_ctx,
+            });
         }
         let mut sampler = Sampler::new(cfg.sampling.clone())?;
         let mut rng = SplitMix64::new(cfg.sampling.seed ^ 0x5bec_0001_d4af_7c3e);
@@ -192,19 +207,31 @@ impl Generator {
             stop: StopReason::MaxTokens,
             tokens: Vec::new(),
         };
-        let mut out = Output { dec, sink, stop: StopMatcher::new(&cfg.stop_strings), stop_tokens: &cfg.stop_tokens };
+        let mut out = Output {
+            dec,
+            sink,
+            stop: StopMatcher::new(&cfg.stop_strings),
+            stop_tokens: &cfg.stop_tokens,
+        };
 
         // Prefill: the part of the prompt the cache does not already hold (at least one token,
         // whose logits predict the first output token).
         let reuse = if cfg.reuse_prefix {
-            let lcp = self.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+            let lcp = self
+                .cached
+                .iter()
+                .zip(prompt)
+                .take_while(|(a, b)| a == b)
+                .count();
             lcp.min(prompt.len() - 1)
         } else {
             0
         };
         self.cached.clear();
         let t0 = Instant::now();
-        let logits = self.engine.forward(&prompt[reuse..], reuse, &[prompt.len() - reuse - 1])?;
+        let logits = self
+            .engine
+            .forward(&prompt[reuse..], reuse, &[prompt.len() - reuse - 1])?;
         stats.prefill_ms = ms_since(t0);
         stats.prefill_tokens = (prompt.len() - reuse) as u32;
         stats.cached_tokens = reuse as u32;
@@ -233,12 +260,25 @@ impl Generator {
                 stop = Some(StopReason::ContextFull);
                 break;
             }
-            let room = (cfg.max_tokens - stats.tokens.len() - 1).min(n_ctx - pos - 1).min(spec);
+            let room = (cfg.max_tokens - stats.tokens.len() - 1)
+                .min(n_ctx - pos - 1)
+                .min(spec);
             let mut draft = match (&mut self.drafter, room) {
                 (Some(d), r) if r > 0 => {
-                    let dr = d.propose(&DraftInput { tokens: &seq, hidden: None }, r)?;
+                    let dr = d.propose(
+                        &DraftInput {
+                            tokens: &seq,
+                            hidden: None,
+                        },
+                        r,
+                    )?;
                     if dr.len() > r {
-                        return Err(SpecError::DraftTooLong { drafter: d.name(), got: dr.len(), max: r }.into());
+                        return Err(SpecError::DraftTooLong {
+                            drafter: d.name(),
+                            got: dr.len(),
+                            max: r,
+                        }
+                        .into());
                     }
                     dr
                 }
@@ -251,7 +291,12 @@ impl Generator {
             let rows: Vec<usize> = (0..window.len()).collect();
             let tw = Instant::now();
             let logits = self.engine.forward(&window, pos, &rows)?;
-            let w = WindowStats { ms: ms_since(tw), t: window.len() as u32, proposed: draft.len() as u32, accepted: 0 };
+            let w = WindowStats {
+                ms: ms_since(tw),
+                t: window.len() as u32,
+                proposed: draft.len() as u32,
+                accepted: 0,
+            };
             let v = verify_window(&mut sampler, &mut rng, &logits, &draft)?;
             if let Some(d) = &mut self.drafter {
                 d.accepted(draft.len(), v.accepted);
@@ -262,7 +307,10 @@ impl Generator {
             let mut kept: Vec<u32> = draft.tokens[..v.accepted].to_vec();
             kept.push(v.next);
             kept.truncate(cfg.max_tokens - stats.tokens.len());
-            let w = WindowStats { accepted: v.accepted as u32, ..w };
+            let w = WindowStats {
+                accepted: v.accepted as u32,
+                ..w
+            };
             stats.windows += 1;
             stats.proposed += w.proposed;
             stats.accepted += w.accepted;
@@ -271,20 +319,20 @@ impl Generator {
             seq.extend_from_slice(&kept[..n]);
             stats.tokens.extend_from_slice(&kept[..n]);
             stats.decode_tokens += n as u32;
-            sink_window(out.sink, &w);
+            out.sink.window(&w);
             stop = s;
         }
         stats.stop = stop.unwrap_or(StopReason::MaxTokens);
         out.finish();
-        stats.decode_ms = if stats.windows > 0 { ms_since(t_decode) } else { 0.0 };
+        stats.decode_ms = if stats.windows > 0 {
+            ms_since(t_decode)
+        } else {
+            0.0
+        };
         stats.finish();
         self.cached = seq[..kv_len.min(seq.len())].to_vec();
         Ok(stats)
     }
-}
-
-fn sink_window(sink: &mut dyn GenSink, w: &WindowStats) {
-    sink.window(w);
 }
 
 /// The turn's text path: ids -> detokenizer -> stop strings -> sink.
@@ -349,7 +397,10 @@ pub struct TokenText<'a> {
 
 impl<'a> TokenText<'a> {
     pub fn new(tok: &'a crate::tokenizer::Tokenizer) -> TokenText<'a> {
-        TokenText { tok, stream: crate::tokenizer::StreamDecoder::new(false) }
+        TokenText {
+            tok,
+            stream: crate::tokenizer::StreamDecoder::new(false),
+        }
     }
 }
 

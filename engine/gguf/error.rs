@@ -32,7 +32,7 @@ pub enum GgufError {
     UnsupportedVersion(u32),
 
     /// A count (tensors, keys, array elements) larger than the rest of the file could encode.
-    #[error("{field} is {count}, but the remaining {remaining} bytes can hold at most {max}")]
+    #[error("{field} is {count}, but the remaining {remaining} bytes can hold at most {max} (truncated file or corrupt count)")]
     CountTooLarge {
         field: String,
         count: u64,

@@ -56,7 +56,9 @@ pub enum GgmlType {
 /// (id, type, name, elements per block, bytes per block); block geometry `None` for removed ids.
 /// Sizes follow ggml's C block structs (`sizeof(block_*)`). Note: gguf-py 0.19 lists Q8_1 as 40
 /// bytes (its old f32 d/s layout); ggml's `block_q8_1` is 36 (f16 d, f16 s, 32 x i8).
-const TABLE: [(u32, GgmlType, &str, Option<(u64, u64)>); 42] = {
+type Entry = (u32, GgmlType, &'static str, Option<(u64, u64)>);
+
+const TABLE: [Entry; 42] = {
     use GgmlType::*;
     [
         (0, F32, "F32", Some((1, 4))),
@@ -115,7 +117,7 @@ impl GgmlType {
         TABLE.get(id as usize).map(|e| e.1)
     }
 
-    fn entry(self) -> &'static (u32, GgmlType, &'static str, Option<(u64, u64)>) {
+    fn entry(self) -> &'static Entry {
         // TABLE is indexed by id and every variant appears exactly once (checked by a test).
         &TABLE[self as usize]
     }

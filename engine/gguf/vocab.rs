@@ -49,7 +49,7 @@ pub(crate) fn check_vocab(
 }
 
 /// Every `tokenizer.ggml.*_token_id` (bos, eos, unknown, padding, sep, ...) must be an integer
-/// and, when the vocabulary is present, name one of its tokens.
+/// and, when the vocabulary is present, name one of its tokens (or be -1: none).
 fn check_special_ids(metadata: &[(String, Value)], n_vocab: Option<u64>) -> Result<()> {
     for (key, v) in metadata {
         let key = key.as_str();
@@ -63,7 +63,9 @@ fn check_special_ids(metadata: &[(String, Value)], n_vocab: Option<u64>) -> Resu
                 actual: v.type_name(),
             });
         };
-        if let Some(n_vocab) = n_vocab {
+        // llama.cpp writes -1 (as i32, or as u32::MAX) for "this model has no such token".
+        let absent = id == -1 || id == i128::from(u32::MAX);
+        if let (Some(n_vocab), false) = (n_vocab, absent) {
             if id < 0 || id >= i128::from(n_vocab) {
                 // Negative ids are reported as their two's-complement u64, which is out of range too.
                 return Err(GgufError::TokenIdOutOfRange {

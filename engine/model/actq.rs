@@ -21,7 +21,9 @@ impl ActRound {
     /// llama.cpp's CPU choice for a weight of ggml type `t`.
     pub fn for_type(t: u32) -> ActRound {
         match t {
-            type_id::Q4_0 | type_id::Q4_1 | type_id::Q5_0 | type_id::Q5_1 | type_id::Q8_0 => ActRound::Q8Block32,
+            type_id::Q4_0 | type_id::Q4_1 | type_id::Q5_0 | type_id::Q5_1 | type_id::Q8_0 => {
+                ActRound::Q8Block32
+            }
             type_id::Q4_K | type_id::Q5_K | type_id::Q6_K | type_id::IQ4_XS => ActRound::Q8Block256,
             _ => ActRound::None,
         }
@@ -44,7 +46,10 @@ pub struct ActQ {
 impl ActQ {
     pub fn new(ctx: &Context) -> Result<ActQ> {
         let m = ctx.module(&kernels::ACTQ, &[])?;
-        Ok(ActQ { b32: m.kernel("act_q8_32")?, b256: m.kernel("act_q8_256")? })
+        Ok(ActQ {
+            b32: m.kernel("act_q8_32")?,
+            b256: m.kernel("act_q8_256")?,
+        })
     }
 
     /// y = round(x) over the first `n` elements (n a multiple of the block). `None` copies.
@@ -60,16 +65,26 @@ impl ActQ {
         if n % block != 0 || x.len() < n || y.len() < n || n / block > i32::MAX as usize {
             return Err(SyclError::invalid(
                 "act_q8",
-                format!("{n} elements in blocks of {block} (x holds {}, y {})", x.len(), y.len()),
+                format!(
+                    "{n} elements in blocks of {block} (x holds {}, y {})",
+                    x.len(),
+                    y.len()
+                ),
             ));
         }
         let k = match mode {
-            ActRound::None => return Err(SyclError::invalid("act_q8", "ActRound::None has no kernel")),
+            ActRound::None => {
+                return Err(SyclError::invalid("act_q8", "ActRound::None has no kernel"))
+            }
             ActRound::Q8Block32 => &self.b32,
             ActRound::Q8Block256 => &self.b256,
         };
         let nb = n / block;
-        q.launch(k, NdRange::groups(nb, 16), &[Arg::buf(x), Arg::buf(y), Arg::i32(nb as i32)])?;
+        q.launch(
+            k,
+            NdRange::groups(nb, 16),
+            &[Arg::buf(x), Arg::buf(y), Arg::i32(nb as i32)],
+        )?;
         Ok(())
     }
 }
@@ -85,7 +100,9 @@ pub fn reference(mode: ActRound, x: &[f32]) -> Vec<f32> {
                 let d = amax / 127.0;
                 let id = if d != 0.0 { 1.0 / d } else { 0.0 };
                 let dh = half::f16::from_f32(d).to_f32();
-                b.iter().map(move |&v| (v * id).round_ties_even() * dh).collect::<Vec<_>>()
+                b.iter()
+                    .map(move |&v| (v * id).round_ties_even() * dh)
+                    .collect::<Vec<_>>()
             })
             .collect(),
         ActRound::Q8Block256 => x
@@ -104,7 +121,9 @@ pub fn reference(mode: ActRound, x: &[f32]) -> Vec<f32> {
                 }
                 let iscale = -127.0 / m;
                 let d = 1.0 / iscale;
-                b.iter().map(|&v| (iscale * v).round_ties_even().min(127.0) * d).collect()
+                b.iter()
+                    .map(|&v| (iscale * v).round_ties_even().min(127.0) * d)
+                    .collect()
             })
             .collect(),
     }

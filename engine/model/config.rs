@@ -55,8 +55,14 @@ pub struct ModelConfig {
 impl ModelConfig {
     pub fn from_gguf(g: &Gguf) -> Result<ModelConfig, ConfigError> {
         let hp = HParams::from_gguf(g)?;
-        let file = g.path().map(|p| p.display().to_string()).unwrap_or_else(|| "<memory>".into());
-        let shape = |what: String| ConfigError::Shape { file: file.clone(), what };
+        let file = g
+            .path()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "<memory>".into());
+        let shape = |what: String| ConfigError::Shape {
+            file: file.clone(),
+            what,
+        };
         if hp.key_length != hp.value_length {
             return Err(shape(format!(
                 "key_length {} != value_length {}: not supported",
@@ -65,28 +71,56 @@ impl ModelConfig {
         }
         let head_dim = hp.key_length as usize;
         if head_dim % 16 != 0 {
-            return Err(shape(format!("head dim {head_dim} is not a multiple of 16 (attention kernel)")));
+            return Err(shape(format!(
+                "head dim {head_dim} is not a multiple of 16 (attention kernel)"
+            )));
         }
         let n_layer = hp.block_count as usize;
         let (rope_neox, embd_scale, layers) = match hp.arch {
-            Arch::Llama => (false, 1.0, vec![LayerConfig { rope_base: hp.rope_freq_base, window: 0 }; n_layer]),
+            Arch::Llama => (
+                false,
+                1.0,
+                vec![
+                    LayerConfig {
+                        rope_base: hp.rope_freq_base,
+                        window: 0
+                    };
+                    n_layer
+                ],
+            ),
             Arch::Gemma3 => {
-                let g3 = hp.gemma3().ok_or_else(|| shape("gemma3 without its parameters".into()))?;
+                let g3 = hp
+                    .gemma3()
+                    .ok_or_else(|| shape("gemma3 without its parameters".into()))?;
                 let layers = (0..n_layer as u32)
                     .map(|il| {
                         if g3.is_sliding(il) {
-                            LayerConfig { rope_base: g3.rope_freq_base_local, window: g3.sliding_window as usize }
+                            LayerConfig {
+                                rope_base: g3.rope_freq_base_local,
+                                window: g3.sliding_window as usize,
+                            }
                         } else {
-                            LayerConfig { rope_base: hp.rope_freq_base, window: 0 }
+                            LayerConfig {
+                                rope_base: hp.rope_freq_base,
+                                window: 0,
+                            }
                         }
                     })
                     .collect();
                 (true, (hp.embedding_length as f32).sqrt(), layers)
             }
             #[allow(unreachable_patterns)] // Arch is non_exhaustive
-            other => return Err(ConfigError::Unsupported { file, arch: other.name().into() }),
+            other => {
+                return Err(ConfigError::Unsupported {
+                    file,
+                    arch: other.name().into(),
+                })
+            }
         };
-        let spm = g.opt_str("tokenizer.ggml.model")?.map(|m| m == "llama").unwrap_or(false);
+        let spm = g
+            .opt_str("tokenizer.ggml.model")?
+            .map(|m| m == "llama")
+            .unwrap_or(false);
         Ok(ModelConfig {
             arch: hp.arch,
             n_embd: hp.embedding_length as usize,

@@ -4,6 +4,7 @@
 //! and returns logits for the rows asked for. Rolling back = calling `forward` with an earlier
 //! start position: the cache rows past it are simply overwritten.
 
+use super::actq::{ActQ, ActRound};
 use super::config::ModelConfig;
 use super::weights::{DeviceMemory, LayerWeights, Weights};
 use super::{gemma3, llama, EngineError};
@@ -14,7 +15,6 @@ use crate::kernels::embed::Embed;
 use crate::kernels::kv::KvStore;
 use crate::kernels::norm::Norm;
 use crate::kernels::rope::{Rope, RopeMode, RopeTable};
-use super::actq::{ActQ, ActRound};
 use crate::kernels::{MatrixKernels, WeightView};
 use crate::sycl::{Card, DeviceBuffer, Queue};
 use half::f16;
@@ -35,7 +35,11 @@ pub struct EngineOptions {
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { n_ctx: 0, chunk: 256, act_round: true }
+        EngineOptions {
+            n_ctx: 0,
+            chunk: 256,
+            act_round: true,
+        }
     }
 }
 
@@ -63,7 +67,11 @@ impl Kernels {
         y: &mut DeviceBuffer<f32>, // (t, n_out)
         t: usize,
     ) -> Result<(), EngineError> {
-        let mode = if self.act_round { ActRound::for_type(w.type_id) } else { ActRound::None };
+        let mode = if self.act_round {
+            ActRound::for_type(w.type_id)
+        } else {
+            ActRound::None
+        };
         if mode == ActRound::None {
             self.mat.mul(q, w, x, y, t)?;
         } else {
@@ -123,7 +131,10 @@ impl Scratch {
             pos: q.alloc::<i32>(rows)?,
             bytes: 0,
         };
-        Ok(Scratch { bytes: bytes + rows * 8, ..s })
+        Ok(Scratch {
+            bytes: bytes + rows * 8,
+            ..s
+        })
     }
 }
 
@@ -170,9 +181,15 @@ impl Engine {
     pub fn from_gguf(g: &Gguf, card: Card, opts: &EngineOptions) -> Result<Engine, EngineError> {
         let cfg = ModelConfig::from_gguf(g)?;
         if cfg.rope_scale != 1.0 {
-            return Err(EngineError::Unsupported("RoPE scaling (rope.scaling.factor)".into()));
+            return Err(EngineError::Unsupported(
+                "RoPE scaling (rope.scaling.factor)".into(),
+            ));
         }
-        let n_ctx = if opts.n_ctx == 0 { cfg.n_ctx_train.min(4096) } else { opts.n_ctx };
+        let n_ctx = if opts.n_ctx == 0 {
+            cfg.n_ctx_train.min(4096)
+        } else {
+            opts.n_ctx
+        };
         if opts.chunk == 0 {
             return Err(EngineError::Unsupported("a prefill chunk of 0 rows".into()));
         }
@@ -257,11 +274,20 @@ impl Engine {
     }
 
     pub fn device_name(&self) -> String {
-        self.card.device.info().map(|i| i.name).unwrap_or_else(|_| "?".into())
+        self.card
+            .device
+            .info()
+            .map(|i| i.name)
+            .unwrap_or_else(|_| "?".into())
     }
 
     pub fn memory(&self) -> Vec<DeviceMemory> {
-        let kv = self.kcache.iter().chain(&self.vcache).map(|b| b.bytes()).sum();
+        let kv = self
+            .kcache
+            .iter()
+            .chain(&self.vcache)
+            .map(|b| b.bytes())
+            .sum();
         let rope: usize = self.rope_tables.len() * self.cfg.n_rot / 2 * 4;
         vec![DeviceMemory {
             device: self.device_name(),
@@ -274,22 +300,47 @@ impl Engine {
     /// Runs `tokens` at positions `start_pos..start_pos + tokens.len()` and returns the logits
     /// of the rows `want` (indices into `tokens`, ascending), each n_vocab long. `start_pos` may
     /// be at most `pos()` (rolling back drops the later positions).
-    pub fn forward(&mut self, tokens: &[u32], start_pos: usize, want: &[usize]) -> Result<Vec<Vec<f32>>, EngineError> {
+    pub fn forward(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+        want: &[usize],
+    ) -> Result<Vec<Vec<f32>>, EngineError> {
         let end = start_pos + tokens.len();
         if start_pos > self.pos {
-            return Err(EngineError::Gap { start_pos, pos: self.pos });
+            return Err(EngineError::Gap {
+                start_pos,
+                pos: self.pos,
+            });
         }
         if end > self.n_ctx {
-            return Err(EngineError::ContextFull { start_pos, n_tokens: tokens.len(), n_ctx: self.n_ctx });
+            return Err(EngineError::ContextFull {
+                start_pos,
+                n_tokens: tokens.len(),
+                n_ctx: self.n_ctx,
+            });
         }
         if let Some(&bad) = want.iter().find(|&&r| r >= tokens.len()) {
-            return Err(EngineError::Rows { row: bad, n_tokens: tokens.len() });
+            return Err(EngineError::Rows {
+                row: bad,
+                n_tokens: tokens.len(),
+            });
         }
         if want.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(EngineError::Unsupported("logit rows not in ascending order".into()));
+            return Err(EngineError::Unsupported(
+                "logit rows not in ascending order".into(),
+            ));
         }
-        if let Some((i, &t)) = tokens.iter().enumerate().find(|(_, &t)| t as usize >= self.cfg.n_vocab) {
-            return Err(EngineError::Token { index: i, token: t, n_vocab: self.cfg.n_vocab });
+        if let Some((i, &t)) = tokens
+            .iter()
+            .enumerate()
+            .find(|(_, &t)| t as usize >= self.cfg.n_vocab)
+        {
+            return Err(EngineError::Token {
+                index: i,
+                token: t,
+                n_vocab: self.cfg.n_vocab,
+            });
         }
         // A failed step leaves the cache in an unknown state past start_pos.
         self.pos = start_pos;
@@ -299,7 +350,11 @@ impl Engine {
             let r0 = ci * rows;
             let p0 = start_pos + r0;
             self.run_chunk(chunk, p0)?;
-            let local: Vec<usize> = want.iter().filter(|&&r| r >= r0 && r < r0 + chunk.len()).map(|&r| r - r0).collect();
+            let local: Vec<usize> = want
+                .iter()
+                .filter(|&&r| r >= r0 && r < r0 + chunk.len())
+                .map(|&r| r - r0)
+                .collect();
             if !local.is_empty() {
                 self.head(chunk.len(), &local, p0, &mut out)?;
             }
@@ -323,7 +378,17 @@ impl Engine {
         q.upload_to(&s.ids, &ids)?;
         q.upload_to(&s.pos, &pos)?;
         let k = &self.kernels;
-        k.embed.run(q, &self.weights.embd, self.weights.embd_type, c.n_vocab, c.n_embd, &s.ids, t, &s.x, c.embd_scale)?;
+        k.embed.run(
+            q,
+            &self.weights.embd,
+            self.weights.embd_type,
+            c.n_vocab,
+            c.n_embd,
+            &s.ids,
+            t,
+            &s.x,
+            c.embd_scale,
+        )?;
         for il in 0..c.n_layer {
             let lc = LayerCtx {
                 k,
@@ -346,20 +411,39 @@ impl Engine {
     }
 
     /// Output norm and head for the chunk rows `local`, appending one logits vector per row.
-    fn head(&mut self, t: usize, local: &[usize], p0: usize, out: &mut Vec<Vec<f32>>) -> Result<(), EngineError> {
+    fn head(
+        &mut self,
+        t: usize,
+        local: &[usize],
+        p0: usize,
+        out: &mut Vec<Vec<f32>>,
+    ) -> Result<(), EngineError> {
         let q = &self.card.queue;
         let c = &self.cfg;
         let s = &mut self.scratch;
         let k = &self.kernels;
-        k.norm.rms_norm(q, &s.x, &self.weights.output_norm, &s.h, t, c.n_embd, c.rms_eps)?;
+        k.norm.rms_norm(
+            q,
+            &s.x,
+            &self.weights.output_norm,
+            &s.h,
+            t,
+            c.n_embd,
+            c.rms_eps,
+        )?;
         let head = self.weights.head(c);
         let all: Vec<f32> = q.to_vec(&s.h)?;
         for group in local.chunks(LOGIT_ROWS) {
             let n = group.len();
-            let (sel, logits) = if n == 1 { (&mut s.sel1, &mut s.logits1) } else { (&mut s.sel, &mut s.logits) };
+            let (sel, logits) = if n == 1 {
+                (&mut s.sel1, &mut s.logits1)
+            } else {
+                (&mut s.sel, &mut s.logits)
+            };
             let mut rows = vec![0f32; sel.len()];
             for (j, &r) in group.iter().enumerate() {
-                rows[j * c.n_embd..(j + 1) * c.n_embd].copy_from_slice(&all[r * c.n_embd..(r + 1) * c.n_embd]);
+                rows[j * c.n_embd..(j + 1) * c.n_embd]
+                    .copy_from_slice(&all[r * c.n_embd..(r + 1) * c.n_embd]);
             }
             q.upload_to(sel, &rows)?;
             k.mul(q, &head, sel, &s.xq, logits, n)?;
@@ -367,7 +451,11 @@ impl Engine {
             for (j, &r) in group.iter().enumerate() {
                 let row = l[j * c.n_vocab..(j + 1) * c.n_vocab].to_vec();
                 if let Some(i) = row.iter().position(|v| !v.is_finite()) {
-                    return Err(EngineError::NonFinite { pos: p0 + r, index: i, value: row[i] });
+                    return Err(EngineError::NonFinite {
+                        pos: p0 + r,
+                        index: i,
+                        value: row[i],
+                    });
                 }
                 out.push(row);
             }

@@ -10,30 +10,93 @@ use super::engine::{Engine, LayerCtx, Scratch};
 use super::EngineError;
 
 fn need<'a, T>(v: &'a Option<T>, il: usize, what: &str) -> Result<&'a T, EngineError> {
-    v.as_ref().ok_or_else(|| EngineError::Tensor { name: format!("blk.{il}.{what}.weight"), why: "missing".into() })
+    v.as_ref().ok_or_else(|| EngineError::Tensor {
+        name: format!("blk.{il}.{what}.weight"),
+        why: "missing".into(),
+    })
 }
 
 pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     let (k, q, c, w, t, il) = (l.k, l.q, l.cfg, l.w, l.t, l.il);
     let lc = &c.layers[il];
-    k.norm.rms_norm(q, &s.x, &w.attn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
+    k.norm
+        .rms_norm(q, &s.x, &w.attn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
     k.mul(q, &w.wq.view(), &s.h, &s.xq, &mut s.q, t)?;
     k.mul(q, &w.wk.view(), &s.h, &s.xq, &mut s.k, t)?;
     k.mul(q, &w.wv.view(), &s.h, &s.xq, &mut s.v, t)?;
-    k.norm.rms_norm(q, &s.q, need(&w.q_norm, il, "attn_q_norm")?, &s.q, t * c.n_head, c.head_dim, c.rms_eps)?;
-    k.norm.rms_norm(q, &s.k, need(&w.k_norm, il, "attn_k_norm")?, &s.k, t * c.n_kv_head, c.head_dim, c.rms_eps)?;
+    k.norm.rms_norm(
+        q,
+        &s.q,
+        need(&w.q_norm, il, "attn_q_norm")?,
+        &s.q,
+        t * c.n_head,
+        c.head_dim,
+        c.rms_eps,
+    )?;
+    k.norm.rms_norm(
+        q,
+        &s.k,
+        need(&w.k_norm, il, "attn_k_norm")?,
+        &s.k,
+        t * c.n_kv_head,
+        c.head_dim,
+        c.rms_eps,
+    )?;
     let mode = Engine::rope_mode(c);
-    k.rope.run(q, mode, &s.q, &s.pos, l.rope, t, c.n_head, c.head_dim)?;
-    k.rope.run(q, mode, &s.k, &s.pos, l.rope, t, c.n_kv_head, c.head_dim)?;
-    k.kv.run(q, &s.k, &s.v, l.kc, l.vc, &s.pos, t, c.n_kv_head, c.head_dim, l.n_ctx)?;
-    k.attn.run(q, &s.q, l.kc, l.vc, &s.pos, &s.att, t, c.n_head, c.n_kv_head, l.n_ctx, lc.window, c.attn_scale)?;
+    k.rope
+        .run(q, mode, &s.q, &s.pos, l.rope, t, c.n_head, c.head_dim)?;
+    k.rope
+        .run(q, mode, &s.k, &s.pos, l.rope, t, c.n_kv_head, c.head_dim)?;
+    k.kv.run(
+        q,
+        &s.k,
+        &s.v,
+        l.kc,
+        l.vc,
+        &s.pos,
+        t,
+        c.n_kv_head,
+        c.head_dim,
+        l.n_ctx,
+    )?;
+    k.attn.run(
+        q,
+        &s.q,
+        l.kc,
+        l.vc,
+        &s.pos,
+        &s.att,
+        t,
+        c.n_head,
+        c.n_kv_head,
+        l.n_ctx,
+        lc.window,
+        c.attn_scale,
+    )?;
     k.mul(q, &w.wo.view(), &s.att, &s.xq, &mut s.o, t)?;
-    k.norm.rms_norm_add(q, &s.o, need(&w.post_attn_norm, il, "post_attention_norm")?, &s.x, t, c.n_embd, c.rms_eps)?;
-    k.norm.rms_norm(q, &s.x, &w.ffn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
+    k.norm.rms_norm_add(
+        q,
+        &s.o,
+        need(&w.post_attn_norm, il, "post_attention_norm")?,
+        &s.x,
+        t,
+        c.n_embd,
+        c.rms_eps,
+    )?;
+    k.norm
+        .rms_norm(q, &s.x, &w.ffn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
     k.mul(q, &w.gate.view(), &s.h, &s.xq, &mut s.gate, t)?;
     k.mul(q, &w.up.view(), &s.h, &s.xq, &mut s.up, t)?;
     k.act.gelu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
     k.mul(q, &w.down.view(), &s.gate, &s.xq, &mut s.o, t)?;
-    k.norm.rms_norm_add(q, &s.o, need(&w.post_ffw_norm, il, "post_ffw_norm")?, &s.x, t, c.n_embd, c.rms_eps)?;
+    k.norm.rms_norm_add(
+        q,
+        &s.o,
+        need(&w.post_ffw_norm, il, "post_ffw_norm")?,
+        &s.x,
+        t,
+        c.n_embd,
+        c.rms_eps,
+    )?;
     Ok(())
 }

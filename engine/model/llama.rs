@@ -9,18 +9,46 @@ use super::EngineError;
 pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     let (k, q, c, w, t) = (l.k, l.q, l.cfg, l.w, l.t);
     let lc = &c.layers[l.il];
-    k.norm.rms_norm(q, &s.x, &w.attn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
+    k.norm
+        .rms_norm(q, &s.x, &w.attn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
     k.mul(q, &w.wq.view(), &s.h, &s.xq, &mut s.q, t)?;
     k.mul(q, &w.wk.view(), &s.h, &s.xq, &mut s.k, t)?;
     k.mul(q, &w.wv.view(), &s.h, &s.xq, &mut s.v, t)?;
     let mode = Engine::rope_mode(c);
-    k.rope.run(q, mode, &s.q, &s.pos, l.rope, t, c.n_head, c.head_dim)?;
-    k.rope.run(q, mode, &s.k, &s.pos, l.rope, t, c.n_kv_head, c.head_dim)?;
-    k.kv.run(q, &s.k, &s.v, l.kc, l.vc, &s.pos, t, c.n_kv_head, c.head_dim, l.n_ctx)?;
-    k.attn.run(q, &s.q, l.kc, l.vc, &s.pos, &s.att, t, c.n_head, c.n_kv_head, l.n_ctx, lc.window, c.attn_scale)?;
+    k.rope
+        .run(q, mode, &s.q, &s.pos, l.rope, t, c.n_head, c.head_dim)?;
+    k.rope
+        .run(q, mode, &s.k, &s.pos, l.rope, t, c.n_kv_head, c.head_dim)?;
+    k.kv.run(
+        q,
+        &s.k,
+        &s.v,
+        l.kc,
+        l.vc,
+        &s.pos,
+        t,
+        c.n_kv_head,
+        c.head_dim,
+        l.n_ctx,
+    )?;
+    k.attn.run(
+        q,
+        &s.q,
+        l.kc,
+        l.vc,
+        &s.pos,
+        &s.att,
+        t,
+        c.n_head,
+        c.n_kv_head,
+        l.n_ctx,
+        lc.window,
+        c.attn_scale,
+    )?;
     k.mul(q, &w.wo.view(), &s.att, &s.xq, &mut s.o, t)?;
     // x += o; h = norm(x) * ffn_norm
-    k.norm.add_rms_norm(q, &s.x, &s.o, &w.ffn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
+    k.norm
+        .add_rms_norm(q, &s.x, &s.o, &w.ffn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
     k.mul(q, &w.gate.view(), &s.h, &s.xq, &mut s.gate, t)?;
     k.mul(q, &w.up.view(), &s.h, &s.xq, &mut s.up, t)?;
     k.act.silu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;

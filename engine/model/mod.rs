@@ -29,13 +29,25 @@ pub enum EngineError {
     #[error("not supported: {0}")]
     Unsupported(String),
     #[error("{n_tokens} tokens from position {start_pos} need a context of {}, but the context is {n_ctx} tokens", start_pos + n_tokens)]
-    ContextFull { start_pos: usize, n_tokens: usize, n_ctx: usize },
+    ContextFull {
+        start_pos: usize,
+        n_tokens: usize,
+        n_ctx: usize,
+    },
     #[error("start position {start_pos} is past the {pos} positions in the cache")]
     Gap { start_pos: usize, pos: usize },
     #[error("logit row {row} asked for a forward of {n_tokens} tokens")]
     Rows { row: usize, n_tokens: usize },
     #[error("token {token} (input index {index}) is outside the vocabulary of {n_vocab}")]
-    Token { index: usize, token: u32, n_vocab: usize },
+    Token {
+        index: usize,
+        token: u32,
+        n_vocab: usize,
+    },
     #[error("the logits at position {pos} hold a non-finite value {value} at token index {index}")]
-    NonFinite { pos: usize, index: usize, value: f32 },
+    NonFinite {
+        pos: usize,
+        index: usize,
+        value: f32,
+    },
 }

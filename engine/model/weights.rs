@@ -28,19 +28,19 @@ impl DeviceMemory {
 }
 
 pub struct LayerWeights {
-    pub attn_norm: DeviceBuffer<f32>,   // (n_embd)
-    pub wq: QuantMatrix,                // (n_head * head_dim, n_embd)
-    pub wk: QuantMatrix,                // (n_kv_head * head_dim, n_embd)
-    pub wv: QuantMatrix,                // (n_kv_head * head_dim, n_embd)
-    pub wo: QuantMatrix,                // (n_embd, n_head * head_dim)
-    pub q_norm: Option<DeviceBuffer<f32>>, // (head_dim), Gemma
-    pub k_norm: Option<DeviceBuffer<f32>>, // (head_dim), Gemma
+    pub attn_norm: DeviceBuffer<f32>,              // (n_embd)
+    pub wq: QuantMatrix,                           // (n_head * head_dim, n_embd)
+    pub wk: QuantMatrix,                           // (n_kv_head * head_dim, n_embd)
+    pub wv: QuantMatrix,                           // (n_kv_head * head_dim, n_embd)
+    pub wo: QuantMatrix,                           // (n_embd, n_head * head_dim)
+    pub q_norm: Option<DeviceBuffer<f32>>,         // (head_dim), Gemma
+    pub k_norm: Option<DeviceBuffer<f32>>,         // (head_dim), Gemma
     pub post_attn_norm: Option<DeviceBuffer<f32>>, // (n_embd), Gemma
-    pub ffn_norm: DeviceBuffer<f32>,    // (n_embd)
-    pub gate: QuantMatrix,              // (n_ff, n_embd)
-    pub up: QuantMatrix,                // (n_ff, n_embd)
-    pub down: QuantMatrix,              // (n_embd, n_ff)
-    pub post_ffw_norm: Option<DeviceBuffer<f32>>, // (n_embd), Gemma
+    pub ffn_norm: DeviceBuffer<f32>,               // (n_embd)
+    pub gate: QuantMatrix,                         // (n_ff, n_embd)
+    pub up: QuantMatrix,                           // (n_ff, n_embd)
+    pub down: QuantMatrix,                         // (n_embd, n_ff)
+    pub post_ffw_norm: Option<DeviceBuffer<f32>>,  // (n_embd), Gemma
 }
 
 pub struct Weights {
@@ -70,18 +70,32 @@ impl Weights {
 
     pub fn load(g: &Gguf, cfg: &ModelConfig, q: &Queue) -> Result<Weights, EngineError> {
         let mut bytes = 0usize;
-        let mut matrix = |name: &str, n_out: usize, n_in: usize| -> Result<QuantMatrix, EngineError> {
-            let info = g.tensor(name)?;
-            if info.dims.len() != 2 || info.dims[0] as usize != n_in || info.dims[1] as usize != n_out {
-                return Err(EngineError::Tensor {
-                    name: name.into(),
-                    why: format!("dims {:?}, expected [{n_in}, {n_out}] (ne0 = n_in)", info.dims),
-                });
-            }
-            let data = g.tensor_data(info)?;
-            bytes += data.len();
-            Ok(QuantMatrix::upload(q, name, info.ggml_type.id(), n_out, n_in, data)?)
-        };
+        let mut matrix =
+            |name: &str, n_out: usize, n_in: usize| -> Result<QuantMatrix, EngineError> {
+                let info = g.tensor(name)?;
+                if info.dims.len() != 2
+                    || info.dims[0] as usize != n_in
+                    || info.dims[1] as usize != n_out
+                {
+                    return Err(EngineError::Tensor {
+                        name: name.into(),
+                        why: format!(
+                            "dims {:?}, expected [{n_in}, {n_out}] (ne0 = n_in)",
+                            info.dims
+                        ),
+                    });
+                }
+                let data = g.tensor_data(info)?;
+                bytes += data.len();
+                Ok(QuantMatrix::upload(
+                    q,
+                    name,
+                    info.ggml_type.id(),
+                    n_out,
+                    n_in,
+                    data,
+                )?)
+            };
         let mut vbytes = 0usize;
         let mut vector = |name: &str, n: usize| -> Result<DeviceBuffer<f32>, EngineError> {
             let info = g.tensor(name)?;
@@ -96,7 +110,13 @@ impl Weights {
             vbytes += n * 4;
             Ok(q.upload(&v)?)
         };
-        let (e, d, qd, kv, ff) = (cfg.n_embd, cfg.head_dim, cfg.q_dim(), cfg.kv_dim(), cfg.n_ff);
+        let (e, d, qd, kv, ff) = (
+            cfg.n_embd,
+            cfg.head_dim,
+            cfg.q_dim(),
+            cfg.kv_dim(),
+            cfg.n_ff,
+        );
         let gemma = cfg.arch == Arch::Gemma3;
         let mut layers = Vec::with_capacity(cfg.n_layer);
         for il in 0..cfg.n_layer {
@@ -150,7 +170,10 @@ impl Weights {
             }
         };
         let data = g.tensor_data(info)?;
-        if info.dims.len() != 2 || info.dims[0] as usize != e || info.dims[1] as usize != cfg.n_vocab {
+        if info.dims.len() != 2
+            || info.dims[0] as usize != e
+            || info.dims[1] as usize != cfg.n_vocab
+        {
             return Err(EngineError::Tensor {
                 name: names::TOKEN_EMBD.into(),
                 why: format!("dims {:?}, expected [{e}, {}]", info.dims, cfg.n_vocab),
@@ -158,7 +181,15 @@ impl Weights {
         }
         let embd = q.upload(data)?;
         let total = bytes + vbytes + data.len();
-        Ok(Weights { embd, embd_type, embd_type_id, output, output_norm, layers, bytes: total })
+        Ok(Weights {
+            embd,
+            embd_type,
+            embd_type_id,
+            output,
+            output_norm,
+            layers,
+            bytes: total,
+        })
     }
 
     /// Every ggml type used by a matrix, for building the kernels at load time.
@@ -168,7 +199,12 @@ impl Weights {
             .iter()
             .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down])
             .map(|m| m.type_id)
-            .chain(std::iter::once(self.output.as_ref().map(|m| m.type_id).unwrap_or(self.embd_type_id)))
+            .chain(std::iter::once(
+                self.output
+                    .as_ref()
+                    .map(|m| m.type_id)
+                    .unwrap_or(self.embd_type_id),
+            ))
             .collect();
         t.sort_unstable();
         t.dedup();

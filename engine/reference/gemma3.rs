@@ -19,9 +19,14 @@ pub fn layer(
     let lc = &c.layers[il];
     let hd = c.head_dim;
     // Present for every gemma3 layer: RefModel::load reads them when arch == Gemma3.
-    let (qn, kn) = (w.q_norm.as_deref().unwrap_or(&[]), w.k_norm.as_deref().unwrap_or(&[]));
+    let (qn, kn) = (
+        w.q_norm.as_deref().unwrap_or(&[]),
+        w.k_norm.as_deref().unwrap_or(&[]),
+    );
     let head_norm = |v: Vec<f32>, g: &[f32]| -> Vec<f32> {
-        v.chunks_exact(hd).flat_map(|head| rms_norm(head, g, c.rms_eps)).collect()
+        v.chunks_exact(hd)
+            .flat_map(|head| rms_norm(head, g, c.rms_eps))
+            .collect()
     };
     let h = rms_norm(x, &w.attn_norm, c.rms_eps);
     let mut q = head_norm(w.wq.mul(&h), qn);
@@ -32,8 +37,22 @@ pub fn layer(
     rope(&mut k, hd, c.n_rot, p, lc.rope_base, c.rope_neox);
     keys.push(f16_round(&k));
     values.push(f16_round(&v));
-    let lo = if lc.window > 0 { (pos + 1).saturating_sub(lc.window) } else { 0 };
-    let a = attention(&q, keys, values, lo, pos, c.n_head, c.n_kv_head, hd, c.attn_scale);
+    let lo = if lc.window > 0 {
+        (pos + 1).saturating_sub(lc.window)
+    } else {
+        0
+    };
+    let a = attention(
+        &q,
+        keys,
+        values,
+        lo,
+        pos,
+        c.n_head,
+        c.n_kv_head,
+        hd,
+        c.attn_scale,
+    );
     let o = w.wo.mul(&a);
     let o = match &w.post_attn_norm {
         Some(g) => rms_norm(&o, g, c.rms_eps),

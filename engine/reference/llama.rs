@@ -24,8 +24,22 @@ pub fn layer(
     rope(&mut k, c.head_dim, c.n_rot, p, lc.rope_base, c.rope_neox);
     keys.push(f16_round(&k));
     values.push(f16_round(&v));
-    let lo = if lc.window > 0 { (pos + 1).saturating_sub(lc.window) } else { 0 };
-    let a = attention(&q, keys, values, lo, pos, c.n_head, c.n_kv_head, c.head_dim, c.attn_scale);
+    let lo = if lc.window > 0 {
+        (pos + 1).saturating_sub(lc.window)
+    } else {
+        0
+    };
+    let a = attention(
+        &q,
+        keys,
+        values,
+        lo,
+        pos,
+        c.n_head,
+        c.n_kv_head,
+        c.head_dim,
+        c.attn_scale,
+    );
     for (xv, o) in x.iter_mut().zip(w.wo.mul(&a)) {
         *xv += o;
     }

@@ -9,8 +9,8 @@ mod llama;
 pub mod ops;
 
 use crate::gguf::{Arch, Gguf};
-use crate::model::config::{names, ModelConfig};
 use crate::model::actq::{self, ActRound};
+use crate::model::config::{names, ModelConfig};
 use ops::Mat;
 
 #[derive(Debug, thiserror::Error)]
@@ -24,7 +24,11 @@ pub enum RefError {
     #[error("tensor {name}: {why}")]
     Tensor { name: String, why: String },
     #[error("{n_tokens} tokens at position {start_pos} need {} positions; the reference context is {n_ctx}", start_pos + n_tokens)]
-    Context { start_pos: usize, n_tokens: usize, n_ctx: usize },
+    Context {
+        start_pos: usize,
+        n_tokens: usize,
+        n_ctx: usize,
+    },
     #[error("start position {start_pos} is past the {cached} cached positions")]
     Gap { start_pos: usize, cached: usize },
     #[error("token {token} is outside the vocabulary ({n_vocab})")]
@@ -72,7 +76,10 @@ fn tensor<'a>(g: &'a Gguf, name: &str) -> Result<(&'a crate::gguf::TensorInfo, &
 fn vector(g: &Gguf, name: &str, n: usize) -> Result<Vec<f32>> {
     let (info, bytes) = tensor(g, name)?;
     if info.n_elements as usize != n {
-        return Err(RefError::Tensor { name: name.into(), why: format!("{} elements, expected {n}", info.n_elements) });
+        return Err(RefError::Tensor {
+            name: name.into(),
+            why: format!("{} elements, expected {n}", info.n_elements),
+        });
     }
     let mut out = vec![0f32; n];
     crate::quant::dequantize_by_type(info.ggml_type.id(), bytes, &mut out)?;
@@ -84,21 +91,39 @@ fn matrix(g: &Gguf, name: &str, n_out: usize, n_in: usize, round: bool) -> Resul
     if info.dims.len() != 2 || info.dims[0] as usize != n_in || info.dims[1] as usize != n_out {
         return Err(RefError::Tensor {
             name: name.into(),
-            why: format!("dims {:?}, expected [{n_in}, {n_out}] (ne0 = n_in)", info.dims),
+            why: format!(
+                "dims {:?}, expected [{n_in}, {n_out}] (ne0 = n_in)",
+                info.dims
+            ),
         });
     }
     let mut data = vec![0f32; n_out * n_in];
     crate::quant::dequantize_by_type(info.ggml_type.id(), bytes, &mut data)?;
     let t = info.ggml_type.id();
-    let round = if round { ActRound::for_type(t) } else { ActRound::None };
-    Ok(Mat { n_out, n_in, data, round })
+    let round = if round {
+        ActRound::for_type(t)
+    } else {
+        ActRound::None
+    };
+    Ok(Mat {
+        n_out,
+        n_in,
+        data,
+        round,
+    })
 }
 
 impl RefModel {
     /// `act_round`: round matmul inputs like llama.cpp (and the engine's default).
     pub fn load(g: &Gguf, act_round: bool) -> Result<RefModel> {
         let cfg = ModelConfig::from_gguf(g)?;
-        let (e, d, q, kv, ff) = (cfg.n_embd, cfg.head_dim, cfg.q_dim(), cfg.kv_dim(), cfg.n_ff);
+        let (e, d, q, kv, ff) = (
+            cfg.n_embd,
+            cfg.head_dim,
+            cfg.q_dim(),
+            cfg.kv_dim(),
+            cfg.n_ff,
+        );
         let gemma = cfg.arch == Arch::Gemma3;
         let opt = |il, what: &str, n| -> Result<Option<Vec<f32>>> {
             if gemma {
@@ -131,7 +156,11 @@ impl RefModel {
         if bytes.len() != embd_row_bytes * cfg.n_vocab {
             return Err(RefError::Tensor {
                 name: names::TOKEN_EMBD.into(),
-                why: format!("{} bytes, expected {} rows of {embd_row_bytes}", bytes.len(), cfg.n_vocab),
+                why: format!(
+                    "{} bytes, expected {} rows of {embd_row_bytes}",
+                    bytes.len(),
+                    cfg.n_vocab
+                ),
             });
         }
         let output = match g.tensor_info(names::OUTPUT) {
@@ -143,7 +172,11 @@ impl RefModel {
             embd_type,
             embd_bytes: bytes.to_vec(),
             embd_row_bytes,
-            head_round: if act_round { ActRound::for_type(embd_type) } else { ActRound::None },
+            head_round: if act_round {
+                ActRound::for_type(embd_type)
+            } else {
+                ActRound::None
+            },
             output,
             layers,
             cfg,
@@ -153,7 +186,10 @@ impl RefModel {
     fn embd_row(&self, token: u32) -> Result<Vec<f32>> {
         let t = token as usize;
         if t >= self.cfg.n_vocab {
-            return Err(RefError::Token { token, n_vocab: self.cfg.n_vocab });
+            return Err(RefError::Token {
+                token,
+                n_vocab: self.cfg.n_vocab,
+            });
         }
         let mut row = vec![0f32; self.cfg.n_embd];
         let bytes = &self.embd_bytes[t * self.embd_row_bytes..(t + 1) * self.embd_row_bytes];
@@ -189,7 +225,12 @@ pub struct RefSession<'m> {
 impl<'m> RefSession<'m> {
     pub fn new(model: &'m RefModel, n_ctx: usize) -> Self {
         let n = model.cfg.n_layer;
-        RefSession { model, keys: vec![Vec::new(); n], values: vec![Vec::new(); n], n_ctx }
+        RefSession {
+            model,
+            keys: vec![Vec::new(); n],
+            values: vec![Vec::new(); n],
+            n_ctx,
+        }
     }
 
     /// Positions held in the cache.
@@ -206,10 +247,17 @@ impl<'m> RefSession<'m> {
     pub fn forward(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<Vec<f32>>> {
         let end = start_pos + tokens.len();
         if start_pos > self.len() {
-            return Err(RefError::Gap { start_pos, cached: self.len() });
+            return Err(RefError::Gap {
+                start_pos,
+                cached: self.len(),
+            });
         }
         if end > self.n_ctx {
-            return Err(RefError::Context { start_pos, n_tokens: tokens.len(), n_ctx: self.n_ctx });
+            return Err(RefError::Context {
+                start_pos,
+                n_tokens: tokens.len(),
+                n_ctx: self.n_ctx,
+            });
         }
         for il in 0..self.keys.len() {
             self.keys[il].truncate(start_pos);

@@ -15,9 +15,16 @@ pub struct Mat {
 impl Mat {
     /// y = W round(x) for one activation row.
     pub fn mul(&self, x: &[f32]) -> Vec<f32> {
-        assert_eq!(x.len(), self.n_in, "reference matmul: caller passes an n_in row");
+        assert_eq!(
+            x.len(),
+            self.n_in,
+            "reference matmul: caller passes an n_in row"
+        );
         let xr = actq::reference(self.round, x);
-        self.data.chunks_exact(self.n_in).map(|row| dot(row, &xr) as f32).collect()
+        self.data
+            .chunks_exact(self.n_in)
+            .map(|row| dot(row, &xr) as f32)
+            .collect()
     }
 }
 
@@ -29,7 +36,10 @@ pub fn dot(a: &[f32], b: &[f32]) -> f64 {
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     let ss: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
     let inv = 1.0 / (ss / x.len() as f64 + eps as f64).sqrt();
-    x.iter().zip(w).map(|(&v, &g)| (v as f64 * inv * g as f64) as f32).collect()
+    x.iter()
+        .zip(w)
+        .map(|(&v, &g)| (v as f64 * inv * g as f64) as f32)
+        .collect()
 }
 
 /// Rotates each head of `x` (n_head, head_dim) in place by `pos * freq[i]` on pair i.
@@ -39,7 +49,11 @@ pub fn rope(x: &mut [f32], head_dim: usize, n_rot: usize, pos: f64, base: f32, n
         for i in 0..half {
             let theta = pos * (base as f64).powf(-2.0 * i as f64 / n_rot as f64);
             let (s, c) = theta.sin_cos();
-            let (a, b) = if neox { (i, i + half) } else { (2 * i, 2 * i + 1) };
+            let (a, b) = if neox {
+                (i, i + half)
+            } else {
+                (2 * i, 2 * i + 1)
+            };
             let (x0, x1) = (head[a] as f64, head[b] as f64);
             head[a] = (x0 * c - x1 * s) as f32;
             head[b] = (x0 * s + x1 * c) as f32;
@@ -66,6 +80,7 @@ pub fn gelu_tanh(g: f32) -> f32 {
 
 /// Causal attention of one query row over cached keys/values `[lo, pos]`.
 /// q: (n_head, hd); keys/values: per position (n_kv_head, hd). Returns (n_head, hd).
+#[allow(clippy::too_many_arguments)] // plain scalar reference: the shapes are the arguments
 pub fn attention(
     q: &[f32],
     keys: &[Vec<f32>],

@@ -35,7 +35,10 @@ pub struct Draft {
 
 impl Draft {
     pub fn deterministic(tokens: Vec<u32>) -> Draft {
-        Draft { tokens, probs: None }
+        Draft {
+            tokens,
+            probs: None,
+        }
     }
 
     pub fn len(&self) -> usize {

@@ -23,15 +23,31 @@ pub enum SpecError {
     #[error("--spec {0}: at most {MAX_DRAFT} draft tokens per window (the verify window is at most {rows} rows)", rows = MAX_DRAFT + 1)]
     TooManyDrafts(usize),
     #[error("the MTP drafter needs a multi-token-prediction layer, and {model} (architecture {arch}) has none (no `{tensor}` tensors); use the n-gram drafter (--drafter ngram)")]
-    MtpUnavailable { model: String, arch: String, tensor: &'static str },
+    MtpUnavailable {
+        model: String,
+        arch: String,
+        tensor: &'static str,
+    },
     #[error("{model} (architecture {arch}) has MTP tensors, but the MTP drafter for this architecture is not implemented yet; use the n-gram drafter (--drafter ngram)")]
     MtpNotImplemented { model: String, arch: String },
     #[error("invalid speculation setting {name} = {value}: {why}")]
-    BadParam { name: &'static str, value: f64, why: &'static str },
+    BadParam {
+        name: &'static str,
+        value: f64,
+        why: &'static str,
+    },
     #[error("draft of {got} tokens, but at most {max} were asked for ({drafter} drafter)")]
-    DraftTooLong { drafter: &'static str, got: usize, max: usize },
+    DraftTooLong {
+        drafter: &'static str,
+        got: usize,
+        max: usize,
+    },
     #[error("draft distribution {index} has {got} entries; the vocabulary has {n_vocab}")]
-    DraftProbs { index: usize, got: usize, n_vocab: usize },
+    DraftProbs {
+        index: usize,
+        got: usize,
+        n_vocab: usize,
+    },
     #[error("the verify pass returned {got} logit rows for a window of {want}")]
     Rows { got: usize, want: usize },
     #[error(transparent)]

@@ -21,7 +21,10 @@ pub struct MtpOptions {
 
 impl Default for MtpOptions {
     fn default() -> Self {
-        MtpOptions { max_t: 4, min_p: 0.0 }
+        MtpOptions {
+            max_t: 4,
+            min_p: 0.0,
+        }
     }
 }
 
@@ -35,7 +38,11 @@ impl MtpOptions {
             });
         }
         if !(0.0..=1.0).contains(&self.min_p) {
-            return Err(SpecError::BadParam { name: "spec-min-p", value: self.min_p as f64, why: "must be in [0, 1]" });
+            return Err(SpecError::BadParam {
+                name: "spec-min-p",
+                value: self.min_p as f64,
+                why: "must be in [0, 1]",
+            });
         }
         Ok(())
     }
@@ -50,9 +57,21 @@ pub fn has_mtp(g: &Gguf) -> bool {
 /// architecture here has an MTP implementation yet, so a file with the tensors is reported as
 /// unsupported rather than silently falling back.
 pub fn check_available(g: &Gguf, model: &str) -> Result<(), SpecError> {
-    let arch = g.opt_str("general.architecture").ok().flatten().unwrap_or("?").to_string();
+    let arch = g
+        .opt_str("general.architecture")
+        .ok()
+        .flatten()
+        .unwrap_or("?")
+        .to_string();
     if !has_mtp(g) {
-        return Err(SpecError::MtpUnavailable { model: model.into(), arch, tensor: "blk.N.nextn.*" });
+        return Err(SpecError::MtpUnavailable {
+            model: model.into(),
+            arch,
+            tensor: "blk.N.nextn.*",
+        });
     }
-    Err(SpecError::MtpNotImplemented { model: model.into(), arch })
+    Err(SpecError::MtpNotImplemented {
+        model: model.into(),
+        arch,
+    })
 }

@@ -17,7 +17,11 @@ pub struct NgramDrafter {
 
 impl Default for NgramDrafter {
     fn default() -> Self {
-        NgramDrafter { n_max: 3, n_min: 1, horizon: 8192 }
+        NgramDrafter {
+            n_max: 3,
+            n_min: 1,
+            horizon: 8192,
+        }
     }
 }
 
@@ -31,7 +35,11 @@ impl NgramDrafter {
                 why: "must be in 1..=n_max",
             });
         }
-        Ok(NgramDrafter { n_max, n_min, ..NgramDrafter::default() })
+        Ok(NgramDrafter {
+            n_max,
+            n_min,
+            ..NgramDrafter::default()
+        })
     }
 
     /// The continuation after the best earlier match of the last `n` tokens, at most `max` long.
@@ -81,7 +89,15 @@ mod tests {
     use super::*;
 
     fn propose(d: &mut NgramDrafter, tokens: &[u32], max: usize) -> Vec<u32> {
-        d.propose(&DraftInput { tokens, hidden: None }, max).unwrap().tokens
+        d.propose(
+            &DraftInput {
+                tokens,
+                hidden: None,
+            },
+            max,
+        )
+        .unwrap()
+        .tokens
     }
 
     #[test]

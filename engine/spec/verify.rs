@@ -36,7 +36,10 @@ pub fn verify_window(
 ) -> Result<Verdict, SpecError> {
     let d = draft.len();
     if logits.len() != d + 1 {
-        return Err(SpecError::Rows { got: logits.len(), want: d + 1 });
+        return Err(SpecError::Rows {
+            got: logits.len(),
+            want: d + 1,
+        });
     }
     let greedy = sampler.params().is_greedy();
     for (i, &x) in draft.tokens.iter().enumerate() {
@@ -45,7 +48,10 @@ pub fn verify_window(
             let pick = sampler.sample(row)?;
             sampler.accept(pick);
             if pick != x {
-                return Ok(Verdict { accepted: i, next: pick });
+                return Ok(Verdict {
+                    accepted: i,
+                    next: pick,
+                });
             }
             continue;
         }
@@ -54,7 +60,11 @@ pub fn verify_window(
             Some(qs) => {
                 let q = &qs[i];
                 if q.len() != p.len() {
-                    return Err(SpecError::DraftProbs { index: i, got: q.len(), n_vocab: p.len() });
+                    return Err(SpecError::DraftProbs {
+                        index: i,
+                        got: q.len(),
+                        n_vocab: p.len(),
+                    });
                 }
                 Some(q.as_slice())
             }
@@ -62,7 +72,13 @@ pub fn verify_window(
         };
         let px = p.get(x as usize).copied().unwrap_or(0.0) as f64;
         let qx = q.map_or(1.0, |q| q[x as usize] as f64);
-        let keep = if qx > 0.0 { (px / qx).min(1.0) } else if px > 0.0 { 1.0 } else { 0.0 };
+        let keep = if qx > 0.0 {
+            (px / qx).min(1.0)
+        } else if px > 0.0 {
+            1.0
+        } else {
+            0.0
+        };
         if rng.next_f64() < keep {
             sampler.accept(x);
             continue;
@@ -116,8 +132,16 @@ mod tests {
     use crate::sampling::SamplingParams;
 
     fn plain(temperature: f32, seed: u64) -> Sampler {
-        Sampler::new(SamplingParams { temperature, top_k: 0, top_p: 1.0, min_p: 0.0, repeat_penalty: 1.0, seed, ..SamplingParams::default() })
-            .unwrap()
+        Sampler::new(SamplingParams {
+            temperature,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            repeat_penalty: 1.0,
+            seed,
+            ..SamplingParams::default()
+        })
+        .unwrap()
     }
 
     fn softmax(l: &[f32]) -> Vec<f64> {
@@ -151,12 +175,43 @@ mod tests {
             l
         };
         let logits = vec![row(3), row(1), row(4), row(2)];
-        let v = verify_window(&mut s, &mut rng, &logits, &Draft::deterministic(vec![3, 1, 5])).unwrap();
-        assert_eq!(v, Verdict { accepted: 2, next: 4 });
-        let v = verify_window(&mut s, &mut rng, &logits, &Draft::deterministic(vec![3, 1, 4])).unwrap();
-        assert_eq!(v, Verdict { accepted: 3, next: 2 }, "all kept: the bonus comes from the last row");
+        let v = verify_window(
+            &mut s,
+            &mut rng,
+            &logits,
+            &Draft::deterministic(vec![3, 1, 5]),
+        )
+        .unwrap();
+        assert_eq!(
+            v,
+            Verdict {
+                accepted: 2,
+                next: 4
+            }
+        );
+        let v = verify_window(
+            &mut s,
+            &mut rng,
+            &logits,
+            &Draft::deterministic(vec![3, 1, 4]),
+        )
+        .unwrap();
+        assert_eq!(
+            v,
+            Verdict {
+                accepted: 3,
+                next: 2
+            },
+            "all kept: the bonus comes from the last row"
+        );
         let v = verify_window(&mut s, &mut rng, &logits[..1], &Draft::default()).unwrap();
-        assert_eq!(v, Verdict { accepted: 0, next: 3 });
+        assert_eq!(
+            v,
+            Verdict {
+                accepted: 0,
+                next: 3
+            }
+        );
         assert!(verify_window(&mut s, &mut rng, &logits, &Draft::deterministic(vec![3])).is_err());
     }
 
@@ -171,7 +226,11 @@ mod tests {
         let q_dist = vec![0.05f32, 0.5, 0.1, 0.3, 0.05];
         let rows = vec![logits.clone(), logits.clone()];
         let n = 200_000;
-        for case in ["one-hot on the likeliest", "one-hot on an unlikely", "sampled from q"] {
+        for case in [
+            "one-hot on the likeliest",
+            "one-hot on an unlikely",
+            "sampled from q",
+        ] {
             let mut s = plain(1.0, 7);
             let mut rng = SplitMix64::new(11);
             let mut qrng = SplitMix64::new(13);
@@ -192,11 +251,18 @@ mod tests {
                                 break;
                             }
                         }
-                        Draft { tokens: vec![x as u32], probs: Some(vec![q_dist.clone()]) }
+                        Draft {
+                            tokens: vec![x as u32],
+                            probs: Some(vec![q_dist.clone()]),
+                        }
                     }
                 };
                 let v = verify_window(&mut s, &mut rng, &rows, &draft).unwrap();
-                let first = if v.accepted == 1 { draft.tokens[0] } else { v.next };
+                let first = if v.accepted == 1 {
+                    draft.tokens[0]
+                } else {
+                    v.next
+                };
                 counts[first as usize] += 1;
                 kept += v.accepted as u64;
             }
@@ -211,21 +277,40 @@ mod tests {
             println!(
                 "{case}: chi-square {chi:.2} (critical {CRIT}), acceptance {keep:.4} (expected {expect_keep:.4}), counts {counts:?}"
             );
-            assert!(chi < CRIT, "{case}: emitted tokens do not follow p: chi-square {chi:.2}");
-            assert!((keep - expect_keep).abs() < 0.005, "{case}: acceptance {keep} vs {expect_keep}");
+            assert!(
+                chi < CRIT,
+                "{case}: emitted tokens do not follow p: chi-square {chi:.2}"
+            );
+            assert!(
+                (keep - expect_keep).abs() < 0.005,
+                "{case}: acceptance {keep} vs {expect_keep}"
+            );
         }
     }
 
     #[test]
     fn a_draft_the_target_filtered_out_is_always_rejected() {
-        let mut s = Sampler::new(SamplingParams { temperature: 1.0, top_k: 2, top_p: 1.0, min_p: 0.0, repeat_penalty: 1.0, seed: 3, ..SamplingParams::default() })
-            .unwrap();
+        let mut s = Sampler::new(SamplingParams {
+            temperature: 1.0,
+            top_k: 2,
+            top_p: 1.0,
+            min_p: 0.0,
+            repeat_penalty: 1.0,
+            seed: 3,
+            ..SamplingParams::default()
+        })
+        .unwrap();
         let mut rng = SplitMix64::new(5);
         let logits = vec![vec![3.0f32, 2.0, 1.0, 0.0]; 2];
         for _ in 0..1000 {
-            let v = verify_window(&mut s, &mut rng, &logits, &Draft::deterministic(vec![3])).unwrap();
+            let v =
+                verify_window(&mut s, &mut rng, &logits, &Draft::deterministic(vec![3])).unwrap();
             assert_eq!(v.accepted, 0);
-            assert!(v.next < 2, "the correction must come from the top-2: {}", v.next);
+            assert!(
+                v.next < 2,
+                "the correction must come from the top-2: {}",
+                v.next
+            );
         }
     }
 }

@@ -41,8 +41,28 @@ pub const ACT: KernelSource = source!("act");
 /// Activation rounding through 8-bit blocks (llama.cpp-compatible matmul inputs; model helper).
 pub const ACTQ: KernelSource = source!("actq");
 
+/// Matrix products (engine/kernels/{mmvq,matmul}.rs): the per-format decode traits of
+/// `qformats.hpp` prepended to each family's kernel.
+macro_rules! source_qformats {
+    ($name:literal) => {
+        KernelSource {
+            name: $name,
+            file: concat!("sycl/kernels/", $name, ".cpp (+ qformats.hpp)"),
+            text: concat!(
+                include_str!("../../sycl/kernels/qformats.hpp"),
+                "\n",
+                include_str!(concat!("../../sycl/kernels/", $name, ".cpp"))
+            ),
+        }
+    };
+}
+pub const MMVQ: KernelSource = source_qformats!("mmvq");
+pub const MATMUL: KernelSource = source_qformats!("matmul");
+
 /// Every kernel source, for tools that build them all (`strata devices --build-kernels`).
-pub const ALL: &[&KernelSource] = &[&REDUCE, &EMBED, &NORM, &ROPE, &KV, &ATTN, &SOFTMAX, &ACT, &ACTQ];
+pub const ALL: &[&KernelSource] = &[
+    &REDUCE, &EMBED, &NORM, &ROPE, &KV, &ATTN, &SOFTMAX, &ACT, &ACTQ, &MMVQ, &MATMUL,
+];
 
 /// Looks a source up by name.
 pub fn by_name(name: &str) -> Option<&'static KernelSource> {

@@ -44,8 +44,13 @@ pub enum TokenizerKind {
 }
 
 enum Model {
-    Bpe { bpe: Box<BpeModel>, pre: PreTokenizer },
-    Spm { byte_token: Box<[Option<u32>; 256]> },
+    Bpe {
+        bpe: Box<BpeModel>,
+        pre: PreTokenizer,
+    },
+    Spm {
+        byte_token: Box<[Option<u32>; 256]>,
+    },
 }
 
 /// End-of-turn tokens llama.cpp recognises by text when `tokenizer.ggml.eot_token_id` is absent,

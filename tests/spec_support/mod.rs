@@ -2,11 +2,11 @@
 //! tokenizers and chat templates, and a few prompts (chat and repetitive).
 #![allow(dead_code)]
 
+use std::sync::atomic::AtomicBool;
 use strata::generate::{GenerateConfig, Generator, NullSink, TokenText, TurnStats};
 use strata::model::{Engine, EngineOptions};
 use strata::sycl::Card;
 use strata::tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
-use std::sync::atomic::AtomicBool;
 
 pub struct Model {
     pub name: &'static str,
@@ -18,24 +18,44 @@ pub struct Model {
     pub stop_ids: Vec<u32>,
 }
 
-pub const MODELS: [(&str, &str, bool); 2] =
-    [("SmolLM2-135M", strata::paths::SMOLLM2_ENV, true), ("Gemma3-270M", strata::paths::GEMMA3_ENV, false)];
+pub const MODELS: [(&str, &str, bool); 2] = [
+    ("SmolLM2-135M", strata::paths::SMOLLM2_ENV, true),
+    ("Gemma3-270M", strata::paths::GEMMA3_ENV, false),
+];
 
 pub fn load(name: &'static str, env: &str, chat: bool, n_ctx: usize) -> Model {
     let path = strata::paths::model_path(env).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let tok = Tokenizer::from_gguf_path(&path).unwrap_or_else(|e| panic!("{}: tokenizer: {e}", path.display()));
+    let tok = Tokenizer::from_gguf_path(&path)
+        .unwrap_or_else(|e| panic!("{}: tokenizer: {e}", path.display()));
     let card = Card::cpu().expect("the SYCL CPU device (run `make setup`)");
     let budget = card.device.info().expect("device info").global_mem;
-    let engine = Engine::load(&path, card, &EngineOptions { n_ctx, chunk: 64, ..EngineOptions::default() })
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let stop_ids = ChatTemplate::from_tokenizer(&tok).render(&[ChatMessage::new("user", "x")], true).stop_ids;
-    Model { name, tok, gen: Generator::new(engine, None, budget), chat, stop_ids }
+    let engine = Engine::load(
+        &path,
+        card,
+        &EngineOptions {
+            n_ctx,
+            chunk: 64,
+            ..EngineOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let stop_ids = ChatTemplate::from_tokenizer(&tok)
+        .render(&[ChatMessage::new("user", "x")], true)
+        .stop_ids;
+    Model {
+        name,
+        tok,
+        gen: Generator::new(engine, None, budget),
+        chat,
+        stop_ids,
+    }
 }
 
 impl Model {
     pub fn prompt(&self, text: &str) -> Vec<u32> {
         if self.chat {
-            let r = ChatTemplate::from_tokenizer(&self.tok).render(&[ChatMessage::new("user", text)], true);
+            let r = ChatTemplate::from_tokenizer(&self.tok)
+                .render(&[ChatMessage::new("user", text)], true);
             self.tok.encode_prompt(&r.prompt)
         } else {
             self.tok.encode(text, true, false)
@@ -43,7 +63,12 @@ impl Model {
     }
 
     pub fn config(&self, spec: usize, max_tokens: usize) -> GenerateConfig {
-        GenerateConfig { spec, max_tokens, stop_tokens: self.stop_ids.clone(), ..GenerateConfig::default() }
+        GenerateConfig {
+            spec,
+            max_tokens,
+            stop_tokens: self.stop_ids.clone(),
+            ..GenerateConfig::default()
+        }
     }
 
     /// One turn from a fresh cache, greedy unless `cfg` says otherwise.
@@ -51,7 +76,13 @@ impl Model {
         self.gen.forget();
         let mut dec = TokenText::new(&self.tok);
         self.gen
-            .generate(prompt, cfg, &mut dec, &mut NullSink, &AtomicBool::new(false))
+            .generate(
+                prompt,
+                cfg,
+                &mut dec,
+                &mut NullSink,
+                &AtomicBool::new(false),
+            )
             .unwrap_or_else(|e| panic!("{}: generate: {e}", self.name))
     }
 }
