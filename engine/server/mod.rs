@@ -267,3 +267,53 @@ fn run_job(job: Job, session: &mut Option<Session>, out: &Out, shared: &Shared) 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generate_takes_missing_sampling_fields_from_the_load() {
+        let load = Sampling {
+            temperature: 0.0,
+            top_k: 5,
+            seed: Some(9),
+            max_tokens: 33,
+            ..Sampling::default()
+        };
+        let r = parse(
+            r#"{"type":"generate","id":4,"messages":[],"sampling":{"max_tokens":7}}"#,
+            &load,
+        );
+        let Ok(Request::Generate(g)) = r else {
+            panic!("not a generate: {r:?}")
+        };
+        assert_eq!(g.sampling.max_tokens, 7, "the request's own value wins");
+        assert_eq!(
+            (g.sampling.temperature, g.sampling.top_k, g.sampling.seed),
+            (0.0, 5, Some(9))
+        );
+        let Ok(Request::Generate(g)) = parse(r#"{"type":"generate","id":5,"messages":[]}"#, &load)
+        else {
+            panic!("generate without a sampling object")
+        };
+        assert_eq!(g.sampling, load);
+    }
+
+    #[test]
+    fn bad_lines_name_the_problem_and_the_generate_id_when_readable() {
+        let d = Sampling::default();
+        let (id, msg) = parse("{oops", &d).unwrap_err();
+        assert_eq!(id, None);
+        assert!(msg.contains("not JSON") && msg.contains("{oops"), "{msg}");
+        let (id, msg) = parse(r#"{"type":"generate","id":3,"messages":5}"#, &d).unwrap_err();
+        assert_eq!(id, Some(3));
+        assert!(
+            msg.contains("messages") || msg.contains("sequence"),
+            "{msg}"
+        );
+        let (id, msg) = parse(r#"{"type":"warp","id":3}"#, &d).unwrap_err();
+        assert_eq!(id, None);
+        assert!(msg.contains("warp"), "{msg}");
+    }
+}
