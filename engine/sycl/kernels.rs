@@ -38,9 +38,11 @@ pub const ATTN: KernelSource = source!("attn");
 pub const SOFTMAX: KernelSource = source!("softmax");
 /// Element-wise: gated activations, add, scale.
 pub const ACT: KernelSource = source!("act");
+/// Device read-bandwidth probe (benches/bandwidth.rs).
+pub const BANDWIDTH: KernelSource = source!("bandwidth");
 
 /// Every kernel source, for tools that build them all (`strata devices --build-kernels`).
-pub const ALL: &[&KernelSource] = &[&REDUCE, &EMBED, &NORM, &ROPE, &KV, &ATTN, &SOFTMAX, &ACT];
+pub const ALL: &[&KernelSource] = &[&REDUCE, &EMBED, &NORM, &ROPE, &KV, &ATTN, &SOFTMAX, &ACT, &BANDWIDTH];
 
 /// Looks a source up by name.
 pub fn by_name(name: &str) -> Option<&'static KernelSource> {

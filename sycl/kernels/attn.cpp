@@ -43,7 +43,12 @@ static_assert(CFG_C % 16 == 0, "CFG_C must be a multiple of 16");
 // one partial record: acc (CFG_HD floats), then m and l; padded to keep records 64-byte aligned
 #define CFG_R (CFG_HD + 16)
 
-static inline int row_lo(int p, int window) { return window > 0 ? sycl::max(0, p - window + 1) : 0; }
+// Integer min/max as plain ternaries: the CPU vectoriser treats the result of a sycl::min/max/clamp
+// call as varying across lanes, which turned the key loops into per-lane masked scalar loads.
+static inline int imin(int a, int b) { return a < b ? a : b; }
+static inline int imax(int a, int b) { return a > b ? a : b; }
+static inline float fmax_u(float a, float b) { return a > b ? a : b; }
+static inline int row_lo(int p, int window) { return window > 0 ? imax(0, p - window + 1) : 0; }
 
 // One butterfly stage: pairs (a, b) become one vector; lanes with `mask` set carry b's keys.
 static inline float bfly(sycl::sub_group sg, int lane, int mask, float a, float b) {
@@ -99,7 +104,7 @@ STRATA_KERNEL void attn_part(const float *q,          // (T, n_head * CFG_HD)
 #pragma unroll
           for (int k = 0; k < 16; k++) {
             // rows outside [lo, p] may be unwritten or past n_ctx: read a valid row, mask later
-            const int row = sycl::clamp(j0 + k, lo, p);
+            const int row = imin(imax(j0 + k, lo), p);
             const sycl::half *kr = kh + (size_t)row * CFG_HD;
             float acc = 0.0f;
 #pragma unroll
@@ -130,7 +135,7 @@ STRATA_KERNEL void attn_part(const float *q,          // (T, n_head * CFG_HD)
           sycl::group_barrier(sg); // pk is reused: the previous block's reads are done
           pk[lane] = w;
           sycl::group_barrier(sg);
-          const int k0 = sycl::max(lo - j0, 0), k1 = sycl::min(p - j0, 15);
+          const int k0 = imax(lo - j0, 0), k1 = imin(p - j0, 15);
           for (int k = k0; k <= k1; k++) {
             const float wk = pk[k];
             const sycl::half *vr = vh + (size_t)(j0 + k) * CFG_HD;
@@ -171,7 +176,7 @@ STRATA_KERNEL void attn_combine(const float *part,   // (T, n_head, n_chunks, CF
   const int ca = row_lo(p, window) / CFG_C, cb = p / CFG_C;
   const float *recs = part + g * n_chunks * CFG_R;
   float m = -std::numeric_limits<float>::infinity();
-  for (int c = ca; c <= cb; c++) m = sycl::max(m, recs[(size_t)c * CFG_R + CFG_HD]);
+  for (int c = ca; c <= cb; c++) m = fmax_u(m, recs[(size_t)c * CFG_R + CFG_HD]);
   float l = 0.0f, acc[CFG_E];
 #pragma unroll
   for (int e = 0; e < CFG_E; e++) acc[e] = 0.0f;
