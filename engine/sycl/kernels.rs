@@ -42,7 +42,9 @@ pub const ACT: KernelSource = source!("act");
 pub const BANDWIDTH: KernelSource = source!("bandwidth");
 
 /// Every kernel source, for tools that build them all (`strata devices --build-kernels`).
-pub const ALL: &[&KernelSource] = &[&REDUCE, &EMBED, &NORM, &ROPE, &KV, &ATTN, &SOFTMAX, &ACT, &BANDWIDTH];
+pub const ALL: &[&KernelSource] = &[
+    &REDUCE, &EMBED, &NORM, &ROPE, &KV, &ATTN, &SOFTMAX, &ACT, &BANDWIDTH,
+];
 
 /// Looks a source up by name.
 pub fn by_name(name: &str) -> Option<&'static KernelSource> {
