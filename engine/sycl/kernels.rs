@@ -59,9 +59,12 @@ macro_rules! source_qformats {
 pub const MMVQ: KernelSource = source_qformats!("mmvq");
 pub const MATMUL: KernelSource = source_qformats!("matmul");
 
+/// Device read-bandwidth probe (benches/bandwidth.rs).
+pub const BANDWIDTH: KernelSource = source!("bandwidth");
+
 /// Every kernel source, for tools that build them all (`strata devices --build-kernels`).
 pub const ALL: &[&KernelSource] = &[
-    &REDUCE, &EMBED, &NORM, &ROPE, &KV, &ATTN, &SOFTMAX, &ACT, &ACTQ, &MMVQ, &MATMUL,
+    &REDUCE, &EMBED, &NORM, &ROPE, &KV, &ATTN, &SOFTMAX, &ACT, &ACTQ, &MMVQ, &MATMUL, &BANDWIDTH,
 ];
 
 /// Looks a source up by name.
