@@ -20,6 +20,13 @@ pub struct EngineArgs {
     /// Feed matmuls f32 activations instead of llama.cpp's 8-bit rounded ones.
     #[arg(long)]
     pub f32_act: bool,
+    /// Split the CPU device into N sub-device cards and the layers over them (0 = the default
+    /// device whole). Same logits, bitwise (docs/engine.md, "Layer split across cards").
+    #[arg(long = "split-cpu", default_value_t = 0)]
+    pub split_cpu: u32,
+    /// With --split-cpu: layers per card, comma-separated (default: an even split).
+    #[arg(long = "layer-split", value_delimiter = ',')]
+    pub layer_split: Option<Vec<usize>>,
 }
 
 impl EngineArgs {
@@ -34,14 +41,23 @@ impl EngineArgs {
 
     pub fn load(&self) -> Result<(PathBuf, Engine)> {
         let path = self.model_path()?;
-        let card = Card::default_card().context("opening the SYCL device")?;
         let opts = EngineOptions {
             n_ctx: self.ctx,
             chunk: self.chunk,
             act_round: !self.f32_act,
         };
-        let eng = Engine::load(&path, card, &opts)
-            .with_context(|| format!("loading {}", path.display()))?;
+        if self.layer_split.is_some() && self.split_cpu == 0 {
+            anyhow::bail!("--layer-split needs --split-cpu N");
+        }
+        let eng = if self.split_cpu == 0 {
+            let card = Card::default_card().context("opening the SYCL device")?;
+            Engine::load(&path, card, &opts)
+        } else {
+            let cards = Card::split_cpu(self.split_cpu)
+                .with_context(|| format!("splitting the CPU device into {}", self.split_cpu))?;
+            Engine::load_split(&path, cards, self.layer_split.as_deref(), &opts)
+        }
+        .with_context(|| format!("loading {}", path.display()))?;
         Ok((path, eng))
     }
 }

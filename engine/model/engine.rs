@@ -1,12 +1,18 @@
-//! The engine loop: one model on one device, one sequence. Weights are uploaded once; the KV
-//! cache and every scratch buffer are allocated once for (n_ctx, chunk); `forward` runs T tokens
+//! The engine loop: one model on one or more cards, one sequence. Weights are uploaded once; the
+//! KV cache and every scratch buffer are allocated once for (n_ctx, chunk); `forward` runs T tokens
 //! at positions p.. in chunks (matmul above 8 rows, mmvq at 8 or fewer, via `MatrixKernels::mul`)
 //! and returns logits for the rows asked for. Rolling back = calling `forward` with an earlier
 //! start position: the cache rows past it are simply overwritten.
+//!
+//! Layer split: each card is a `Stage` holding a contiguous layer range with its weights, KV cache
+//! and scratch; the embedding runs on the first, output norm and head on the last, and the
+//! (T, n_embd) residual rows cross from card to card through pinned host memory (docs/engine.md,
+//! "Layer split across cards"). The kernels are the same on every card, so the logits are bitwise
+//! those of one card.
 
 use super::actq::{ActQ, ActRound};
 use super::config::ModelConfig;
-use super::weights::{DeviceMemory, LayerWeights, Weights};
+use super::weights::{DeviceMemory, LayerWeights, Placement, Weights};
 use super::{gemma3, llama, EngineError};
 use crate::gguf::{Arch, Gguf};
 use crate::kernels::act::Elementwise;
@@ -16,8 +22,9 @@ use crate::kernels::kv::KvStore;
 use crate::kernels::norm::Norm;
 use crate::kernels::rope::{Rope, RopeMode, RopeTable};
 use crate::kernels::{MatrixKernels, WeightView};
-use crate::sycl::{Card, DeviceBuffer, Queue};
+use crate::sycl::{copy_across_n, Card, DeviceBuffer, HostBuffer, Queue};
 use half::f16;
+use std::ops::Range;
 use std::path::Path;
 
 /// Rows of logits computed per head call (the speculative verify window fits in one).
@@ -105,7 +112,9 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    fn new(q: &Queue, c: &ModelConfig, rows: usize) -> Result<Scratch, EngineError> {
+    /// `head`: this card runs the output head (only then are the logits buffers full size).
+    fn new(q: &Queue, c: &ModelConfig, rows: usize, head: bool) -> Result<Scratch, EngineError> {
+        let n_vocab = if head { c.n_vocab } else { 1 };
         let mut bytes = 0;
         let mut f = |n: usize| -> Result<DeviceBuffer<f32>, EngineError> {
             bytes += n * 4;
@@ -125,8 +134,8 @@ impl Scratch {
             xq: f(rows * c.n_embd.max(c.q_dim()).max(c.n_ff))?,
             sel1: f(c.n_embd)?,
             sel: f(LOGIT_ROWS * c.n_embd)?,
-            logits1: f(c.n_vocab)?,
-            logits: f(LOGIT_ROWS * c.n_vocab)?,
+            logits1: f(n_vocab)?,
+            logits: f(LOGIT_ROWS * n_vocab)?,
             ids: q.alloc::<i32>(rows)?,
             pos: q.alloc::<i32>(rows)?,
             bytes: 0,
@@ -152,19 +161,110 @@ pub struct LayerCtx<'a> {
     pub t: usize,
 }
 
+/// One card's share of the model: a contiguous range of layers (their weights live in
+/// `Engine::weights`, uploaded to this card), their KV cache, the RoPE tables they use, and the
+/// card's own activation scratch.
+struct Stage {
+    card: Card,
+    layers: Range<usize>,
+    /// One table per distinct RoPE base among this stage's layers; `layer_rope[il - start]`.
+    rope_tables: Vec<RopeTable>,
+    layer_rope: Vec<usize>,
+    kcache: Vec<DeviceBuffer<f16>>, // per layer of the range (n_kv_head, n_ctx, head_dim)
+    vcache: Vec<DeviceBuffer<f16>>,
+    scratch: Scratch,
+}
+
+impl Stage {
+    fn new(
+        card: Card,
+        layers: Range<usize>,
+        cfg: &ModelConfig,
+        n_ctx: usize,
+        rows: usize,
+        head: bool,
+    ) -> Result<Stage, EngineError> {
+        let q = card.queue.clone();
+        let mut rope_tables: Vec<RopeTable> = Vec::new();
+        let mut layer_rope = Vec::with_capacity(layers.len());
+        for lc in &cfg.layers[layers.clone()] {
+            let base = lc.rope_base as f64;
+            let i = match rope_tables.iter().position(|t| t.base() == base) {
+                Some(i) => i,
+                None => {
+                    rope_tables.push(RopeTable::new(&q, base, cfg.n_rot)?);
+                    rope_tables.len() - 1
+                }
+            };
+            layer_rope.push(i);
+        }
+        let per_layer = cfg.n_kv_head * n_ctx * cfg.head_dim;
+        let mut kcache = Vec::with_capacity(layers.len());
+        let mut vcache = Vec::with_capacity(layers.len());
+        for _ in layers.clone() {
+            kcache.push(q.alloc::<f16>(per_layer)?);
+            vcache.push(q.alloc::<f16>(per_layer)?);
+        }
+        let scratch = Scratch::new(&q, cfg, rows, head)?;
+        Ok(Stage {
+            card,
+            layers,
+            rope_tables,
+            layer_rope,
+            kcache,
+            vcache,
+            scratch,
+        })
+    }
+}
+
+/// Contiguous layer ranges for `n_cards` cards: `counts` layers per card when given (they must
+/// add up to `n_layer`, each at least 1), else an even split with the remainder on the first
+/// cards (the last card also runs the head).
+pub fn layer_ranges(
+    n_layer: usize,
+    n_cards: usize,
+    counts: Option<&[usize]>,
+) -> Result<Vec<Range<usize>>, EngineError> {
+    if n_cards == 0 || n_cards > n_layer {
+        return Err(EngineError::Unsupported(format!(
+            "splitting {n_layer} layers over {n_cards} cards (each card needs at least one layer)"
+        )));
+    }
+    let counts: Vec<usize> = match counts {
+        Some(c) => {
+            if c.len() != n_cards || c.contains(&0) || c.iter().sum::<usize>() != n_layer {
+                return Err(EngineError::Unsupported(format!(
+                    "layer split {c:?}: need {n_cards} counts of at least 1 adding up to {n_layer} layers"
+                )));
+            }
+            c.to_vec()
+        }
+        None => (0..n_cards)
+            .map(|i| n_layer / n_cards + usize::from(i < n_layer % n_cards))
+            .collect(),
+    };
+    let mut start = 0;
+    Ok(counts
+        .iter()
+        .map(|&n| {
+            start += n;
+            start - n..start
+        })
+        .collect())
+}
+
 /// A loaded model with its KV cache and scratch: the unit `strata run`, `bench`, `nll` and the
 /// engine process drive.
 pub struct Engine {
     pub cfg: ModelConfig,
-    card: Card,
+    /// One per card, in layer order; stage 0 embeds, the last runs the head.
+    stages: Vec<Stage>,
     kernels: Kernels,
     weights: Weights,
-    /// One table per distinct RoPE base; `layer_rope[il]` indexes it.
-    rope_tables: Vec<RopeTable>,
-    layer_rope: Vec<usize>,
-    kcache: Vec<DeviceBuffer<f16>>, // per layer (n_kv_head, n_ctx, head_dim)
-    vcache: Vec<DeviceBuffer<f16>>,
-    scratch: Scratch,
+    /// Pinned host memory the residual rows cross cards through: (rows, n_embd) f32 as bytes.
+    /// None on one card.
+    staging: Option<HostBuffer<u8>>,
     n_ctx: usize,
     pos: usize,
     file_bytes: u64,
@@ -178,7 +278,29 @@ impl Engine {
         Engine::from_gguf(&g, card, opts)
     }
 
+    /// Loads `path` split over `cards` (see `from_gguf_split`).
+    pub fn load_split(
+        path: &Path,
+        cards: Vec<Card>,
+        layers: Option<&[usize]>,
+        opts: &EngineOptions,
+    ) -> Result<Engine, EngineError> {
+        let g = Gguf::open(path)?;
+        Engine::from_gguf_split(&g, cards, layers, opts)
+    }
+
     pub fn from_gguf(g: &Gguf, card: Card, opts: &EngineOptions) -> Result<Engine, EngineError> {
+        Engine::from_gguf_split(g, vec![card], None, opts)
+    }
+
+    /// The model over `cards` (all of one context, e.g. `Card::split_cpu`): contiguous layer
+    /// ranges, `layers[i]` layers on card i (None = an even split; see `layer_ranges`).
+    pub fn from_gguf_split(
+        g: &Gguf,
+        cards: Vec<Card>,
+        layers: Option<&[usize]>,
+        opts: &EngineOptions,
+    ) -> Result<Engine, EngineError> {
         let cfg = ModelConfig::from_gguf(g)?;
         if cfg.rope_scale != 1.0 {
             return Err(EngineError::Unsupported(
@@ -193,53 +315,64 @@ impl Engine {
         if opts.chunk == 0 {
             return Err(EngineError::Unsupported("a prefill chunk of 0 rows".into()));
         }
-        let q = card.queue.clone();
-        let weights = Weights::load(g, &cfg, &q)?;
-        let ctx = &card.context;
+        let ranges = layer_ranges(cfg.n_layer, cards.len(), layers)?;
+        // One context: the modules are built once and serve every card's queue.
+        let ctx = cards[0].context.clone();
+        if cards.iter().any(|c| c.context.id() != ctx.id()) {
+            return Err(EngineError::Unsupported(
+                "cards of different SYCL contexts (split one device: Card::split_cpu)".into(),
+            ));
+        }
+        let queues: Vec<Queue> = cards.iter().map(|c| c.queue.clone()).collect();
+        let mut layer_card = vec![0; cfg.n_layer];
+        for (i, r) in ranges.iter().enumerate() {
+            layer_card[r.clone()].fill(i);
+        }
+        let weights = Weights::load_placed(
+            g,
+            &cfg,
+            &Placement {
+                queues: &queues,
+                layer_card,
+            },
+        )?;
         let kernels = Kernels {
-            mat: MatrixKernels::new(ctx),
-            embed: Embed::new(ctx)?,
-            norm: Norm::new(ctx)?,
-            rope: Rope::new(ctx)?,
-            kv: KvStore::new(ctx)?,
-            attn: Attention::new(ctx, cfg.head_dim)?,
-            act: Elementwise::new(ctx)?,
-            actq: ActQ::new(ctx)?,
+            mat: MatrixKernels::new(&ctx),
+            embed: Embed::new(&ctx)?,
+            norm: Norm::new(&ctx)?,
+            rope: Rope::new(&ctx)?,
+            kv: KvStore::new(&ctx)?,
+            attn: Attention::new(&ctx, cfg.head_dim)?,
+            act: Elementwise::new(&ctx)?,
+            actq: ActQ::new(&ctx)?,
             act_round: opts.act_round,
         };
         kernels.mat.prepare(&weights.matrix_types())?;
-        let mut rope_tables: Vec<RopeTable> = Vec::new();
-        let mut layer_rope = Vec::with_capacity(cfg.n_layer);
-        for lc in &cfg.layers {
-            let base = lc.rope_base as f64;
-            let i = match rope_tables.iter().position(|t| t.base() == base) {
-                Some(i) => i,
-                None => {
-                    rope_tables.push(RopeTable::new(&q, base, cfg.n_rot)?);
-                    rope_tables.len() - 1
-                }
-            };
-            layer_rope.push(i);
-        }
-        let per_layer = cfg.n_kv_head * n_ctx * cfg.head_dim;
-        let mut kcache = Vec::with_capacity(cfg.n_layer);
-        let mut vcache = Vec::with_capacity(cfg.n_layer);
-        for _ in 0..cfg.n_layer {
-            kcache.push(q.alloc::<f16>(per_layer)?);
-            vcache.push(q.alloc::<f16>(per_layer)?);
-        }
-        let scratch = Scratch::new(&q, &cfg, opts.chunk.max(LOGIT_ROWS))?;
+        let rows = opts.chunk.max(LOGIT_ROWS);
+        let n_cards = cards.len();
+        let stages = cards
+            .into_iter()
+            .zip(ranges)
+            .enumerate()
+            .map(|(i, (card, r))| Stage::new(card, r, &cfg, n_ctx, rows, i + 1 == n_cards))
+            .collect::<Result<Vec<_>, _>>()?;
+        let staging = if n_cards > 1 {
+            Some(
+                stages[0]
+                    .card
+                    .queue
+                    .alloc_host::<u8>(rows * cfg.n_embd * 4)?,
+            )
+        } else {
+            None
+        };
         let n_params = g.tensors().iter().map(|t| t.n_elements).sum();
         Ok(Engine {
             cfg,
-            card,
+            stages,
             kernels,
             weights,
-            rope_tables,
-            layer_rope,
-            kcache,
-            vcache,
-            scratch,
+            staging,
             n_ctx,
             pos: 0,
             file_bytes: g.file_len(),
@@ -273,28 +406,46 @@ impl Engine {
         self.n_params
     }
 
+    /// The first card's device name, with the card count when split.
     pub fn device_name(&self) -> String {
-        self.card
-            .device
-            .info()
-            .map(|i| i.name)
-            .unwrap_or_else(|_| "?".into())
+        let name = card_name(&self.stages[0].card);
+        match self.stages.len() {
+            1 => name,
+            n => format!("{name} x{n}"),
+        }
     }
 
+    /// Cards the model is split over (1 = not split).
+    pub fn n_cards(&self) -> usize {
+        self.stages.len()
+    }
+
+    /// The layer range of each card.
+    pub fn layer_split(&self) -> Vec<Range<usize>> {
+        self.stages.iter().map(|s| s.layers.clone()).collect()
+    }
+
+    /// Bytes per card by category. Scratch includes the RoPE tables and, on the first card, the
+    /// pinned host staging area of a split.
     pub fn memory(&self) -> Vec<DeviceMemory> {
-        let kv = self
-            .kcache
+        self.stages
             .iter()
-            .chain(&self.vcache)
-            .map(|b| b.bytes())
-            .sum();
-        let rope: usize = self.rope_tables.len() * self.cfg.n_rot / 2 * 4;
-        vec![DeviceMemory {
-            device: self.device_name(),
-            weights: self.weights.bytes,
-            kv,
-            scratch: self.scratch.bytes + rope,
-        }]
+            .enumerate()
+            .map(|(i, st)| {
+                let kv = st.kcache.iter().chain(&st.vcache).map(|b| b.bytes()).sum();
+                let rope = st.rope_tables.len() * self.cfg.n_rot / 2 * 4;
+                let staging = match (&self.staging, i) {
+                    (Some(b), 0) => b.bytes(),
+                    _ => 0,
+                };
+                DeviceMemory {
+                    device: card_name(&st.card),
+                    weights: self.weights.card_bytes[i],
+                    kv,
+                    scratch: st.scratch.bytes + rope + staging,
+                }
+            })
+            .collect()
     }
 
     /// Runs `tokens` at positions `start_pos..start_pos + tokens.len()` and returns the logits
@@ -345,7 +496,7 @@ impl Engine {
         // A failed step leaves the cache in an unknown state past start_pos.
         self.pos = start_pos;
         let mut out = Vec::with_capacity(want.len());
-        let rows = self.scratch.rows;
+        let rows = self.stages[0].scratch.rows;
         for (ci, chunk) in tokens.chunks(rows).enumerate() {
             let r0 = ci * rows;
             let p0 = start_pos + r0;
@@ -363,54 +514,68 @@ impl Engine {
         Ok(out)
     }
 
-    /// All layers for `t` tokens at positions p0..; leaves the final hidden states in scratch.x.
+    /// All layers for `t` tokens at positions p0..; leaves the final hidden states in the last
+    /// stage's scratch.x. Between stages the t residual rows cross through the staging memory.
     fn run_chunk(&mut self, tokens: &[u32], p0: usize) -> Result<(), EngineError> {
         let t = tokens.len();
-        let q = &self.card.queue;
-        let s = &mut self.scratch;
         let c = &self.cfg;
-        let mut ids = vec![0i32; s.rows];
-        let mut pos = vec![0i32; s.rows];
+        let k = &self.kernels;
+        let rows = self.stages[0].scratch.rows;
+        let mut ids = vec![0i32; rows];
+        let mut pos = vec![0i32; rows];
         for i in 0..t {
             ids[i] = tokens[i] as i32;
             pos[i] = (p0 + i) as i32;
         }
-        q.upload_to(&s.ids, &ids)?;
-        q.upload_to(&s.pos, &pos)?;
-        let k = &self.kernels;
-        k.embed.run(
-            q,
-            &self.weights.embd,
-            self.weights.embd_type,
-            c.n_vocab,
-            c.n_embd,
-            &s.ids,
-            t,
-            &s.x,
-            c.embd_scale,
-        )?;
-        for il in 0..c.n_layer {
-            let lc = LayerCtx {
-                k,
-                q,
-                cfg: c,
-                il,
-                w: &self.weights.layers[il],
-                rope: &self.rope_tables[self.layer_rope[il]],
-                kc: &self.kcache[il],
-                vc: &self.vcache[il],
-                n_ctx: self.n_ctx,
-                t,
-            };
-            match c.arch {
-                Arch::Gemma3 => gemma3::layer(&lc, s)?,
-                _ => llama::layer(&lc, s)?,
+        for si in 0..self.stages.len() {
+            let (done, rest) = self.stages.split_at_mut(si);
+            let st = &mut rest[0];
+            let q = &st.card.queue;
+            let s = &mut st.scratch;
+            if si == 0 {
+                q.upload_to(&s.ids, &ids)?;
+                q.upload_to(&s.pos, &pos)?;
+                k.embed.run(
+                    q,
+                    &self.weights.embd,
+                    self.weights.embd_type,
+                    c.n_vocab,
+                    c.n_embd,
+                    &s.ids,
+                    t,
+                    &s.x,
+                    c.embd_scale,
+                )?;
+            } else {
+                q.upload_to(&s.pos, &pos)?;
+                let prev = &done[si - 1].scratch.x; // (rows, n_embd) on the previous card
+                copy_across_n(prev, &s.x, t * c.n_embd, self.staging.as_ref())?;
+            }
+            for il in st.layers.clone() {
+                let j = il - st.layers.start;
+                let lc = LayerCtx {
+                    k,
+                    q,
+                    cfg: c,
+                    il,
+                    w: &self.weights.layers[il],
+                    rope: &st.rope_tables[st.layer_rope[j]],
+                    kc: &st.kcache[j],
+                    vc: &st.vcache[j],
+                    n_ctx: self.n_ctx,
+                    t,
+                };
+                match c.arch {
+                    Arch::Gemma3 => gemma3::layer(&lc, s)?,
+                    _ => llama::layer(&lc, s)?,
+                }
             }
         }
         Ok(())
     }
 
-    /// Output norm and head for the chunk rows `local`, appending one logits vector per row.
+    /// Output norm and head (on the last card) for the chunk rows `local`, appending one logits
+    /// vector per row.
     fn head(
         &mut self,
         t: usize,
@@ -418,9 +583,12 @@ impl Engine {
         p0: usize,
         out: &mut Vec<Vec<f32>>,
     ) -> Result<(), EngineError> {
-        let q = &self.card.queue;
+        // the constructor makes one stage per card, and at least one card
+        let last = self.stages.len() - 1;
+        let st = &mut self.stages[last];
+        let q = &st.card.queue;
         let c = &self.cfg;
-        let s = &mut self.scratch;
+        let s = &mut st.scratch;
         let k = &self.kernels;
         k.norm.rms_norm(
             q,
@@ -471,4 +639,11 @@ impl Engine {
             RopeMode::Norm
         }
     }
+}
+
+fn card_name(card: &Card) -> String {
+    card.device
+        .info()
+        .map(|i| i.name)
+        .unwrap_or_else(|_| "?".into())
 }

@@ -43,14 +43,26 @@ pub struct LayerWeights {
     pub post_ffw_norm: Option<DeviceBuffer<f32>>,  // (n_embd), Gemma
 }
 
+/// Which card (an index into the queues given to `Weights::load_placed`) holds what: layer `il` on
+/// `layer_card[il]`, the token embedding on the first card, output norm and head on the last.
+pub struct Placement<'a> {
+    pub queues: &'a [Queue],
+    pub layer_card: Vec<usize>,
+}
+
 pub struct Weights {
-    pub embd: DeviceBuffer<u8>, // (n_vocab, n_embd) GGUF bytes
+    pub embd: DeviceBuffer<u8>, // (n_vocab, n_embd) GGUF bytes, on the first card
+    /// A copy of the embedding on the last card when the head is tied to it and the model is
+    /// split (the head runs where the last layer's output is). (n_vocab, n_embd)
+    pub head_embd: Option<DeviceBuffer<u8>>,
     pub embd_type: EmbedType,
     pub embd_type_id: u32,
     pub output: Option<QuantMatrix>, // (n_vocab, n_embd); None = tied to embd
     pub output_norm: DeviceBuffer<f32>, // (n_embd)
     pub layers: Vec<LayerWeights>,
     pub bytes: usize,
+    /// Weight bytes per card (`bytes` is their sum, the tied head's copy included).
+    pub card_bytes: Vec<usize>,
 }
 
 impl Weights {
@@ -59,7 +71,7 @@ impl Weights {
         match &self.output {
             Some(m) => m.view(),
             None => WeightView {
-                buf: &self.embd,
+                buf: self.head_embd.as_ref().unwrap_or(&self.embd),
                 offset: 0,
                 type_id: self.embd_type_id,
                 n_out: cfg.n_vocab,
@@ -68,36 +80,70 @@ impl Weights {
         }
     }
 
+    /// Everything on the one queue `q`.
     pub fn load(g: &Gguf, cfg: &ModelConfig, q: &Queue) -> Result<Weights, EngineError> {
-        let mut bytes = 0usize;
-        let mut matrix =
-            |name: &str, n_out: usize, n_in: usize| -> Result<QuantMatrix, EngineError> {
-                let info = g.tensor(name)?;
-                if info.dims.len() != 2
-                    || info.dims[0] as usize != n_in
-                    || info.dims[1] as usize != n_out
-                {
-                    return Err(EngineError::Tensor {
-                        name: name.into(),
-                        why: format!(
-                            "dims {:?}, expected [{n_in}, {n_out}] (ne0 = n_in)",
-                            info.dims
-                        ),
-                    });
-                }
-                let data = g.tensor_data(info)?;
-                bytes += data.len();
-                Ok(QuantMatrix::upload(
-                    q,
-                    name,
-                    info.ggml_type.id(),
-                    n_out,
-                    n_in,
-                    data,
-                )?)
-            };
-        let mut vbytes = 0usize;
-        let mut vector = |name: &str, n: usize| -> Result<DeviceBuffer<f32>, EngineError> {
+        Weights::load_placed(
+            g,
+            cfg,
+            &Placement {
+                queues: std::slice::from_ref(q),
+                layer_card: vec![0; cfg.n_layer],
+            },
+        )
+    }
+
+    pub fn load_placed(
+        g: &Gguf,
+        cfg: &ModelConfig,
+        place: &Placement,
+    ) -> Result<Weights, EngineError> {
+        let n_cards = place.queues.len();
+        if n_cards == 0
+            || place.layer_card.len() != cfg.n_layer
+            || place.layer_card.iter().any(|&c| c >= n_cards)
+        {
+            return Err(EngineError::Unsupported(format!(
+                "a placement of {} layers over {n_cards} cards for a {}-layer model",
+                place.layer_card.len(),
+                cfg.n_layer
+            )));
+        }
+        let (first, last) = (0, n_cards - 1);
+        let mut mbytes = vec![0usize; n_cards];
+        let mut matrix = |card: usize,
+                          name: &str,
+                          n_out: usize,
+                          n_in: usize|
+         -> Result<QuantMatrix, EngineError> {
+            let info = g.tensor(name)?;
+            if info.dims.len() != 2
+                || info.dims[0] as usize != n_in
+                || info.dims[1] as usize != n_out
+            {
+                return Err(EngineError::Tensor {
+                    name: name.into(),
+                    why: format!(
+                        "dims {:?}, expected [{n_in}, {n_out}] (ne0 = n_in)",
+                        info.dims
+                    ),
+                });
+            }
+            let data = g.tensor_data(info)?;
+            mbytes[card] += data.len();
+            Ok(QuantMatrix::upload(
+                &place.queues[card],
+                name,
+                info.ggml_type.id(),
+                n_out,
+                n_in,
+                data,
+            )?)
+        };
+        let mut vbytes = vec![0usize; n_cards];
+        let mut vector = |card: usize,
+                          name: &str,
+                          n: usize|
+         -> Result<DeviceBuffer<f32>, EngineError> {
             let info = g.tensor(name)?;
             if info.n_elements as usize != n {
                 return Err(EngineError::Tensor {
@@ -107,8 +153,8 @@ impl Weights {
             }
             let mut v = vec![0f32; n];
             crate::quant::dequantize_by_type(info.ggml_type.id(), g.tensor_data(info)?, &mut v)?;
-            vbytes += n * 4;
-            Ok(q.upload(&v)?)
+            vbytes[card] += n * 4;
+            Ok(place.queues[card].upload(&v)?)
         };
         let (e, d, qd, kv, ff) = (
             cfg.n_embd,
@@ -121,9 +167,10 @@ impl Weights {
         let mut layers = Vec::with_capacity(cfg.n_layer);
         for il in 0..cfg.n_layer {
             let n = |w: &str| names::blk(il, w);
+            let c = place.layer_card[il];
             let mut opt = |w: &str, len| -> Result<Option<DeviceBuffer<f32>>, EngineError> {
                 if gemma {
-                    vector(&n(w), len).map(Some)
+                    vector(c, &n(w), len).map(Some)
                 } else {
                     Ok(None)
                 }
@@ -133,24 +180,24 @@ impl Weights {
             let post_attn_norm = opt("post_attention_norm", e)?;
             let post_ffw_norm = opt("post_ffw_norm", e)?;
             layers.push(LayerWeights {
-                attn_norm: vector(&n("attn_norm"), e)?,
-                ffn_norm: vector(&n("ffn_norm"), e)?,
+                attn_norm: vector(c, &n("attn_norm"), e)?,
+                ffn_norm: vector(c, &n("ffn_norm"), e)?,
                 q_norm,
                 k_norm,
                 post_attn_norm,
                 post_ffw_norm,
-                wq: matrix(&n("attn_q"), qd, e)?,
-                wk: matrix(&n("attn_k"), kv, e)?,
-                wv: matrix(&n("attn_v"), kv, e)?,
-                wo: matrix(&n("attn_output"), e, qd)?,
-                gate: matrix(&n("ffn_gate"), ff, e)?,
-                up: matrix(&n("ffn_up"), ff, e)?,
-                down: matrix(&n("ffn_down"), e, ff)?,
+                wq: matrix(c, &n("attn_q"), qd, e)?,
+                wk: matrix(c, &n("attn_k"), kv, e)?,
+                wv: matrix(c, &n("attn_v"), kv, e)?,
+                wo: matrix(c, &n("attn_output"), e, qd)?,
+                gate: matrix(c, &n("ffn_gate"), ff, e)?,
+                up: matrix(c, &n("ffn_up"), ff, e)?,
+                down: matrix(c, &n("ffn_down"), e, ff)?,
             });
         }
-        let output_norm = vector(names::OUTPUT_NORM, e)?;
+        let output_norm = vector(last, names::OUTPUT_NORM, e)?;
         let output = match g.tensor_info(names::OUTPUT) {
-            Some(_) => Some(matrix(names::OUTPUT, cfg.n_vocab, e)?),
+            Some(_) => Some(matrix(last, names::OUTPUT, cfg.n_vocab, e)?),
             None => None,
         };
         let info = g.tensor(names::TOKEN_EMBD)?;
@@ -179,16 +226,27 @@ impl Weights {
                 why: format!("dims {:?}, expected [{e}, {}]", info.dims, cfg.n_vocab),
             });
         }
-        let embd = q.upload(data)?;
-        let total = bytes + vbytes + data.len();
+        let embd = place.queues[first].upload(data)?;
+        let head_embd = if output.is_none() && last != first {
+            Some(place.queues[last].upload(data)?)
+        } else {
+            None
+        };
+        let mut card_bytes: Vec<usize> = mbytes.iter().zip(&vbytes).map(|(m, v)| m + v).collect();
+        card_bytes[first] += data.len();
+        if head_embd.is_some() {
+            card_bytes[last] += data.len();
+        }
         Ok(Weights {
             embd,
+            head_embd,
             embd_type,
             embd_type_id,
             output,
             output_norm,
             layers,
-            bytes: total,
+            bytes: card_bytes.iter().sum(),
+            card_bytes,
         })
     }
 

@@ -165,18 +165,18 @@ impl Session {
         })?;
         let template = ChatTemplate::from_tokenizer(&tok);
         ticker.stage("device", 2, STAGES);
-        if let Some(n) = req.devices.split_cpu {
-            // The model engine places a model on one card; splitting the CPU would only give it a
-            // fraction of the cores.
-            eprintln!(
-                "strata engine: split_cpu = {n} requested; the model runs on one card (the whole device)"
-            );
+        // split_cpu >= 2: the CPU device as that many cards, the layers split over them; 1 or
+        // none: the default device whole.
+        let cards = match req.devices.split_cpu {
+            Some(n) if n >= 2 => Card::split_cpu(n),
+            _ => Card::default_card().map(|c| vec![c]),
         }
-        let card = Card::default_card().map_err(|source| LoadError::Device {
+        .map_err(|source| LoadError::Device {
             path: path.clone(),
             source,
         })?;
-        let info = card.device.info().map_err(|source| LoadError::Device {
+        // both arms give at least one card (split_cpu errors when it cannot make n)
+        let info = cards[0].device.info().map_err(|source| LoadError::Device {
             path: path.clone(),
             source,
         })?;
@@ -189,7 +189,7 @@ impl Session {
             path: path.clone(),
             source,
         };
-        let mut engine = Engine::from_gguf(&g, card, &opts).map_err(eng)?;
+        let mut engine = Engine::from_gguf_split(&g, cards, None, &opts).map_err(eng)?;
         ticker.stage("warmup", 4, STAGES);
         let bos = tok.bos().unwrap_or(0);
         engine

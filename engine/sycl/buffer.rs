@@ -301,6 +301,26 @@ pub fn copy_across<T: Copy>(
     staging: Option<&HostBuffer<u8>>,
 ) -> Result<()> {
     check_len("copy_across", src.len, dst.len)?;
+    copy_across_n(src, dst, src.len, staging)
+}
+
+/// `copy_across` of the first `n` elements only (e.g. the rows of a partly filled activation
+/// buffer); both buffers must hold at least `n`.
+pub fn copy_across_n<T: Copy>(
+    src: &DeviceBuffer<T>,
+    dst: &DeviceBuffer<T>,
+    n: usize,
+    staging: Option<&HostBuffer<u8>>,
+) -> Result<()> {
+    if n > src.len || n > dst.len {
+        return Err(SyclError::invalid(
+            "copy_across",
+            format!(
+                "{n} elements asked, source holds {}, destination {}",
+                src.len, dst.len
+            ),
+        ));
+    }
     let (sp, sb) = match staging {
         Some(s) if s.kind == UsmKind::Host && s.len > 0 => (s.ptr, s.len),
         Some(_) => {
@@ -318,7 +338,7 @@ pub fn copy_across<T: Copy>(
             src.ptr,
             dst.queue.raw(),
             dst.ptr,
-            src.bytes(),
+            n * std::mem::size_of::<T>(),
             sp,
             sb,
         )

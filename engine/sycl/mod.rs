@@ -29,7 +29,7 @@ pub mod module;
 pub mod reduce_ref;
 pub mod runtime;
 
-pub use buffer::{copy_across, DeviceBuffer, DevicePod, HostBuffer, UsmKind};
+pub use buffer::{copy_across, copy_across_n, DeviceBuffer, DevicePod, HostBuffer, UsmKind};
 pub use card::Card;
 pub use context::{Context, Event, Profile, Queue};
 pub use device::{
