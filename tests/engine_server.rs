@@ -1,7 +1,7 @@
 //! `strata engine` as a real child process speaking docs/protocol.md over its pipes, with the real
 //! SmolLM2 model: hello/flags, load progress, greedy generation equal to `strata run`, window and
 //! turn figures, stats and a refused second generate while one runs, cancel, bad lines, load
-//! failures that leave the engine up, shutdown and EOF exits.
+//! failures that leave the engine up, shutdown and EOF exits; a load with split_cpu 2 (two cards).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -413,6 +413,48 @@ fn load_failure_is_not_fatal_and_flags_are_reported() {
     });
 
     // EOF on stdin means shutdown.
+    drop(e.stdin.take());
+    assert_eq!(e.wait_exit(10).code(), Some(0), "EOF exits 0");
+}
+
+#[test]
+fn split_cpu_2_loads_on_two_cards_and_generates_the_same_text() {
+    let mut e = Engine::start(&[]);
+    hello(&mut e);
+    e.send(&Request::Load(Load {
+        model: model(),
+        ctx: CTX,
+        devices: DeviceSplit { split_cpu: Some(2) },
+        spec: 0,
+        sampling: greedy(N),
+    }));
+    e.until("loaded (split_cpu 2)", 180, |ev| match ev {
+        Event::Loaded(_) => Some(()),
+        Event::Error(err) => panic!("split load failed: {}", err.message),
+        _ => None,
+    });
+    let (d, _) = e.until("devices after the split load", 10, |ev| match ev {
+        Event::Devices(d) => Some(d.clone()),
+        _ => None,
+    });
+    println!("devices: {d:?}");
+    assert_eq!(d.cards.len(), 2, "two cards: {d:?}");
+    for (i, c) in d.cards.iter().enumerate() {
+        assert_eq!(c.index, i as u32);
+        assert!(
+            c.used.weights > 10_000_000 && c.used.kv > 0 && c.used.scratch > 0,
+            "card {i} holds weights, kv and scratch: {c:?}"
+        );
+    }
+    assert_eq!(d.cards[0].used.kv, d.cards[1].used.kv, "15 + 15 layers");
+
+    e.send(&generate(1, PROMPT, N, None));
+    let (t, seen) = turn_of(&mut e, 1, 180);
+    let text = text_of(&seen, 1);
+    let reference = strata_run(PROMPT, N, CTX);
+    println!("split engine: {text:?}\nrun (one card): {reference:?}\nturn: {t:?}");
+    assert_eq!(text.trim_end(), reference.trim_end());
+
     drop(e.stdin.take());
     assert_eq!(e.wait_exit(10).code(), Some(0), "EOF exits 0");
 }

@@ -40,6 +40,14 @@ pub fn run(mut a: Args) -> Result<()> {
         a.engine.ctx = (a.n_prompt + a.n_gen).max(16);
     }
     let (path, mut eng) = a.engine.load()?;
+    if eng.n_cards() > 1 {
+        eprintln!(
+            "{}: layers {:?} over {} cards",
+            eng.device_name(),
+            eng.layer_split(),
+            eng.n_cards()
+        );
+    }
     let n_vocab = eng.config().n_vocab as u64;
     let mut rng = SplitMix64::new(42);
     let mut rand_tokens =
