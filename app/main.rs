@@ -22,6 +22,8 @@ enum Command {
     Devices(cmd::devices::Args),
     /// Show a GGUF file's architecture, hyper-parameters, tokenizer and tensors.
     Inspect(cmd::inspect::Args),
+    /// Kernel-family parity self-tests and micro-benchmarks (`strata parity mmvq-kreg --selftest`).
+    Parity(cmd::parity::Args),
 }
 
 fn main() {
@@ -29,6 +31,7 @@ fn main() {
     let result = match cli.command {
         Some(Command::Devices(a)) => cmd::devices::run(a),
         Some(Command::Inspect(a)) => cmd::inspect::run(a),
+        Some(Command::Parity(a)) => cmd::parity::run(a),
         None => Err(anyhow::anyhow!(
             "the TUI is not built yet; see `strata --help`"
         )),

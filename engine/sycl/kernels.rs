@@ -41,9 +41,11 @@ macro_rules! source_qformats {
 }
 pub const MMVQ: KernelSource = source_qformats!("mmvq");
 pub const MATMUL: KernelSource = source_qformats!("matmul");
+/// The opt-in KREG mmvq family (STRATA_MMVQ_KREG=1), self-contained: engine/kernels/mmvq_kreg.rs.
+pub const MMVQ_KREG: KernelSource = source!("mmvq_kreg");
 
 /// Every kernel source, for tools that build them all (`strata devices --build-kernels`).
-pub const ALL: &[&KernelSource] = &[&REDUCE, &MMVQ, &MATMUL];
+pub const ALL: &[&KernelSource] = &[&REDUCE, &MMVQ, &MATMUL, &MMVQ_KREG];
 
 /// Looks a source up by name.
 pub fn by_name(name: &str) -> Option<&'static KernelSource> {
