@@ -33,7 +33,10 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<()> {
     if !(a.selftest || a.bench || a.sweep) {
-        bail!("strata parity {:?}: pass --selftest, --bench or --sweep", a.family);
+        bail!(
+            "strata parity {:?}: pass --selftest, --bench or --sweep",
+            a.family
+        );
     }
     match a.family {
         Family::MmvqKreg => {

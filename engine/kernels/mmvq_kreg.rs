@@ -68,20 +68,23 @@ fn format(type_id: u32) -> Option<(&'static str, usize)> {
 }
 
 /// Launch geometry of one call. `nsg` depends on n_in only (it fixes the summation order);
-/// `rows` (rows per tile) and `groups` may change per column count without changing results.
+/// `rows` and `tiles` may change per column count without changing any result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Geometry {
     /// Sub-groups per work-group (CFG_NSG): each owns ceil(nb / nsg) <= KREG_XB super-blocks.
     pub nsg: usize,
     /// Rows per tile (CFG_R), 2..=8.
     pub rows: usize,
-    /// Most work-groups launched; tiles are strided over them.
-    pub max_groups: usize,
+    /// Tiles per work-group (CFG_TPW); their partials wait in local memory (<= 32 KiB).
+    pub tiles: usize,
 }
 
+/// Local-memory floats for the partials of one work-group.
+const PART_FLOATS: usize = 8192;
+
 impl Geometry {
-    /// The geometry KREG uses for a (type, n_in) matrix at `t` columns: `rows` from the sweep of
-    /// `strata parity mmvq-kreg --sweep` on the CPU device (docs/flags.md).
+    /// The geometry KREG uses for a (type, n_in) matrix at `t` columns: `rows` and `tiles` from
+    /// the sweep of `strata parity mmvq-kreg --sweep` on the CPU device (docs/flags.md).
     pub fn choose(type_id: u32, n_in: usize, t: usize) -> Geometry {
         let nb = n_in / 256;
         let nsg = nb.div_ceil(KREG_XB).max(1).next_power_of_two();
@@ -94,16 +97,23 @@ impl Geometry {
         Geometry {
             nsg,
             rows,
-            max_groups: 256,
+            tiles: Self::max_tiles(nsg, rows).min(64),
         }
+    }
+
+    /// Most tiles per work-group whose partials fit the local-memory budget.
+    pub fn max_tiles(nsg: usize, rows: usize) -> usize {
+        (PART_FLOATS / (rows * MMVQ_MAX_T * nsg)).max(1)
     }
 }
 
-type Key = (u64, u32, usize, usize);
+type Key = (u64, u32, usize, usize, usize, usize);
 static KERNELS: OnceLock<Mutex<HashMap<Key, Arc<Kernel>>>> = OnceLock::new();
 
-fn kernel(q: &Queue, name: &str, type_id: u32, g: &Geometry) -> Result<Arc<Kernel>> {
-    let key = (q.context().id(), type_id, g.nsg, g.rows);
+/// The module of (format, geometry, xb): `xb` = super-blocks per sub-group, baked in so every
+/// index into the lanes' activation arrays is a compile-time constant.
+fn kernel(q: &Queue, name: &str, type_id: u32, g: &Geometry, xb: usize) -> Result<Arc<Kernel>> {
+    let key = (q.context().id(), type_id, g.nsg, xb, g.rows, g.tiles);
     let map = KERNELS.get_or_init(|| Mutex::new(HashMap::new()));
     // A poisoned lock only means another thread panicked mid-build; the map is still valid.
     let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
@@ -113,11 +123,16 @@ fn kernel(q: &Queue, name: &str, type_id: u32, g: &Geometry) -> Result<Arc<Kerne
     let opts = [
         format!("-DCFG_FMT_{name}"),
         format!("-DCFG_NSG={}", g.nsg),
-        format!("-DCFG_XB={KREG_XB}"),
+        format!("-DCFG_XB={xb}"),
         format!("-DCFG_R={}", g.rows),
+        format!("-DCFG_TPW={}", g.tiles),
     ];
     let opts: Vec<&str> = opts.iter().map(|s| s.as_str()).collect();
-    let k = Arc::new(q.context().module(&kernels::MMVQ_KREG, &opts)?.kernel("mmvq_kreg")?);
+    let k = Arc::new(
+        q.context()
+            .module(&kernels::MMVQ_KREG, &opts)?
+            .kernel("mmvq_kreg")?,
+    );
     map.insert(key, k.clone());
     Ok(k)
 }
@@ -132,7 +147,9 @@ pub fn kreg_declines(w: &WeightView) -> Option<String> {
     }
     let addr = w.buf.as_ptr() as usize + w.offset;
     if addr % align != 0 {
-        return Some(format!("{name} data at {addr:#x} is not {align}-byte aligned"));
+        return Some(format!(
+            "{name} data at {addr:#x} is not {align}-byte aligned"
+        ));
     }
     None
 }
@@ -142,8 +159,8 @@ pub fn kreg_declines(w: &WeightView) -> Option<String> {
 /// `MatrixKernels::mmvq`, which has already checked them.
 pub fn try_kreg(
     q: &Queue,
-    w: &WeightView,           // (n_out, n_in), ggml type w.type_id
-    x: &DeviceBuffer<f32>,    // (t, n_in)
+    w: &WeightView,            // (n_out, n_in), ggml type w.type_id
+    x: &DeviceBuffer<f32>,     // (t, n_in)
     y: &mut DeviceBuffer<f32>, // (t, n_out)
     t: usize,
 ) -> Result<bool> {
@@ -158,8 +175,8 @@ pub fn try_kreg(
 /// KREG would decline the matrix.
 pub fn kreg_launch(
     q: &Queue,
-    w: &WeightView,           // (n_out, n_in), ggml type w.type_id
-    x: &DeviceBuffer<f32>,    // (t, n_in)
+    w: &WeightView,            // (n_out, n_in), ggml type w.type_id
+    x: &DeviceBuffer<f32>,     // (t, n_in)
     y: &mut DeviceBuffer<f32>, // (t, n_out)
     t: usize,
     g: &Geometry,
@@ -176,15 +193,20 @@ pub fn kreg_launch(
     if t == 0 || t > MMVQ_MAX_T {
         return Err(shape(format!("t = {t} rows; KREG takes 1..={MMVQ_MAX_T}")));
     }
-    if !(2..=8).contains(&g.rows) || g.max_groups == 0 || (w.n_in / 256).div_ceil(g.nsg) > KREG_XB {
+    if !(2..=8).contains(&g.rows)
+        || g.tiles == 0
+        || g.tiles > Geometry::max_tiles(g.nsg, g.rows)
+        || !(1..=16).contains(&g.nsg)
+        || (w.n_in / 256).div_ceil(g.nsg) > KREG_XB
+    {
         return Err(shape(format!("bad geometry {g:?} for n_in {}", w.n_in)));
     }
     check_act(what, "x", x, t, w.n_in)?;
     check_act(what, "y", y, t, w.n_out)?;
     // format() is Some: kreg_declines returned None above
     let (name, _) = format(w.type_id).ok_or_else(|| shape("not a KREG format".into()))?;
-    let k = kernel(q, name, w.type_id, g)?;
-    let groups = w.n_out.div_ceil(g.rows).min(g.max_groups);
+    let k = kernel(q, name, w.type_id, g, (w.n_in / 256).div_ceil(g.nsg))?;
+    let groups = w.n_out.div_ceil(g.rows).div_ceil(g.tiles);
     q.launch(
         &k,
         NdRange::groups(groups, g.nsg * SG),

@@ -19,7 +19,13 @@ const FORMATS: &[(&str, u32)] = &[
 /// (n_out, n_in): one super-block per row with a ragged last tile; Gemma 3 270M's Q4_K/Q6_K
 /// shapes (attn_output 1024 -> 640, ffn_down 2048 -> 640); the bench's n_in with an n_out not a
 /// multiple of any tile; KREG's largest n_in (16 sub-groups of 8 super-blocks).
-const SHAPES: &[(usize, usize)] = &[(37, 256), (640, 1024), (640, 2048), (1001, 2560), (150, 32768)];
+const SHAPES: &[(usize, usize)] = &[
+    (37, 256),
+    (640, 1024),
+    (640, 2048),
+    (1001, 2560),
+    (150, 32768),
+];
 
 /// Per-output bound: |y - ref| <= EPS * sum_i |w_i x_i|, EPS = 2^-22 (4 units of f32 roundoff).
 /// Where it comes from: each kernel dequantizes a weight with up to two roundings against
@@ -93,7 +99,11 @@ fn abs_ref(tid: u32, w: &[u8], n_out: usize, n_in: usize, x: &[f32], t: usize) -
     for (o, row) in w.chunks_exact(row_bytes).enumerate() {
         quant::dequantize_by_type(tid, row, &mut deq)?;
         for (ti, xr) in x.chunks_exact(n_in).enumerate() {
-            out[ti * n_out + o] = deq.iter().zip(xr).map(|(&a, &b)| (a as f64 * b as f64).abs()).sum();
+            out[ti * n_out + o] = deq
+                .iter()
+                .zip(xr)
+                .map(|(&a, &b)| (a as f64 * b as f64).abs())
+                .sum();
         }
     }
     Ok(out)
@@ -144,7 +154,8 @@ pub fn selftest() -> Result<()> {
                 let xt = d.q.upload(&x[t * n_in..(t + 1) * n_in])?;
                 single.push(run(&d, &w, &xt, 1, true)?);
             }
-            let mut line = format!("{name:6} ({n_out:4}, {n_in:5}) T=1..8 default/KREG err/sum|wx|:");
+            let mut line =
+                format!("{name:6} ({n_out:4}, {n_in:5}) T=1..8 default/KREG err/sum|wx|:");
             let mut fails = Vec::new();
             let mut n_differ = 0;
             for t in 1..=8 {
@@ -158,7 +169,8 @@ pub fn selftest() -> Result<()> {
                 worst_kreg = worst_kreg.max(ek);
                 line += &format!(" {ed:.0e}/{ek:.0e}");
                 let finite = yd.iter().chain(&yk).all(|v| v.is_finite());
-                let rows_ok = (0..t).all(|r| bits_equal(&yk[r * n_out..(r + 1) * n_out], &single[r]));
+                let rows_ok =
+                    (0..t).all(|r| bits_equal(&yk[r * n_out..(r + 1) * n_out], &single[r]));
                 if !bits_equal(&yk, &yd) {
                     n_differ += 1;
                 }
@@ -184,7 +196,9 @@ pub fn selftest() -> Result<()> {
     );
     // KREG must have been reached: its summation order differs, so most results differ bitwise.
     let reached = differ * 2 > cases;
-    println!("KREG result differs from the default kernels in {differ}/{cases} cases (must be most)");
+    println!(
+        "KREG result differs from the default kernels in {differ}/{cases} cases (must be most)"
+    );
     let mut checks = cases + 1;
     passed += reached as usize;
     for &(name, tid) in FORMATS {
@@ -195,7 +209,10 @@ pub fn selftest() -> Result<()> {
     }
     println!("mmvq-kreg selftest: PASS {passed}/{checks}");
     if passed != checks {
-        bail!("mmvq-kreg selftest: {} of {checks} checks failed", checks - passed);
+        bail!(
+            "mmvq-kreg selftest: {} of {checks} checks failed",
+            checks - passed
+        );
     }
     Ok(())
 }
@@ -234,7 +251,10 @@ fn power_check(d: &Dev, rng: &mut StdRng, name: &str, tid: u32) -> Result<bool> 
         let y = run(d, &w, &xd, 1, kreg)?;
         let ratio = |o: usize| (y[o] as f64 - reference[o]).abs() / abs[o];
         let hit = ratio(row);
-        let others = (0..n_out).filter(|&o| o != row).map(ratio).fold(0.0, f64::max);
+        let others = (0..n_out)
+            .filter(|&o| o != row)
+            .map(ratio)
+            .fold(0.0, f64::max);
         let good = hit > EPS && others <= EPS;
         println!(
             "power check {name:6} {label:7}: one scale step in row {row}: err/sum|wx| {hit:.2e} \
@@ -250,9 +270,21 @@ fn power_check(d: &Dev, rng: &mut StdRng, name: &str, tid: u32) -> Result<bool> 
 /// The seed's shapes, (n_out, n_in).
 const BENCH: &[(&str, u32, usize, usize, &str)] = &[
     ("Q6_K", type_id::Q6_K, 10240, 2560, "Q6_K 2560 x 10240"),
-    ("Q5_K", type_id::Q5_K, 248320, 2560, "Q5_K head 2560 x 248320"),
+    (
+        "Q5_K",
+        type_id::Q5_K,
+        248320,
+        2560,
+        "Q5_K head 2560 x 248320",
+    ),
     ("Q4_K", type_id::Q4_K, 10240, 2560, "Q4_K 2560 x 10240"),
-    ("IQ4_XS", type_id::IQ4_XS, 10240, 2560, "IQ4_XS 2560 x 10240"),
+    (
+        "IQ4_XS",
+        type_id::IQ4_XS,
+        10240,
+        2560,
+        "IQ4_XS 2560 x 10240",
+    ),
 ];
 const BENCH_T: &[usize] = &[1, 2, 4, 6];
 /// Copies of each matrix rotated through: together well past the 32 MB L3.
@@ -281,7 +313,12 @@ fn bed(d: &Dev, rng: &mut StdRng, name: &str, tid: u32, n_out: usize, n_in: usiz
 
 /// Median microseconds per call of `call(matrix index)` over `reps` timed loops that rotate
 /// through the copies (each loop ~0.2 s or at least one pass over the copies).
-fn time_us(q: &Queue, copies: usize, reps: usize, mut call: impl FnMut(usize) -> Result<()>) -> Result<f64> {
+fn time_us(
+    q: &Queue,
+    copies: usize,
+    reps: usize,
+    mut call: impl FnMut(usize) -> Result<()>,
+) -> Result<f64> {
     let t0 = Instant::now();
     for i in 0..copies {
         call(i)?;
@@ -305,7 +342,9 @@ fn time_us(q: &Queue, copies: usize, reps: usize, mut call: impl FnMut(usize) ->
 pub fn bench(reps: usize) -> Result<()> {
     let d = device()?;
     let mut rng = StdRng::seed_from_u64(0xbe7c);
-    println!("us per call, default -> KREG (median of {reps}; random weights, copies rotated past L3)");
+    println!(
+        "us per call, default -> KREG (median of {reps}; random weights, copies rotated past L3)"
+    );
     println!("| format, shape (n_in x n_out) | 1 column | 2 | 4 | 6 |");
     println!("|---|---|---|---|---|");
     for &(name, tid, n_out, n_in, label) in BENCH {
@@ -317,16 +356,25 @@ pub fn bench(reps: usize) -> Result<()> {
             for (i, kreg) in [false, true].into_iter().enumerate() {
                 set_kreg_override(Some(kreg));
                 let Bed { mats, x, y } = &mut b;
-                let r = time_us(&d.q, mats.len(), reps, |m| Ok(d.k.mmvq(&d.q, &mats[m].view(), x, y, t)?));
+                let r = time_us(&d.q, mats.len(), reps, |m| {
+                    Ok(d.k.mmvq(&d.q, &mats[m].view(), x, y, t)?)
+                });
                 set_kreg_override(None);
                 us[i] = r?;
             }
             let bytes = b.mats[0].buf.len() as f64;
-            gbs.push(format!("{:.0}/{:.0}", bytes / us[0] / 1e3, bytes / us[1] / 1e3));
+            gbs.push(format!(
+                "{:.0}/{:.0}",
+                bytes / us[0] / 1e3,
+                bytes / us[1] / 1e3
+            ));
             row += &format!(" {:.0} -> {:.0} |", us[0], us[1]);
         }
         println!("{row}");
-        eprintln!("  {label}: weight stream GB/s default/KREG at T=1,2,4,6: {}", gbs.join(" "));
+        eprintln!(
+            "  {label}: weight stream GB/s default/KREG at T=1,2,4,6: {}",
+            gbs.join(" ")
+        );
     }
     Ok(())
 }
@@ -337,26 +385,31 @@ pub fn sweep(reps: usize) -> Result<()> {
     let d = device()?;
     let mut rng = StdRng::seed_from_u64(0x5eeb);
     let (n_out, n_in) = (10240, 2560);
-    println!("KREG us per call at {n_in} x {n_out} (median of {reps}); columns: rows/tile x max groups");
-    let geoms: Vec<(usize, usize)> = [2, 4, 8].iter().flat_map(|&r| [32, 256].map(|g| (r, g))).collect();
-    let head: Vec<String> = geoms.iter().map(|(r, g)| format!("R{r}/G{g}")).collect();
+    println!("KREG us per call at {n_in} x {n_out} (median of {reps}); columns: rows per tile / tiles per group");
+    let geoms: Vec<(usize, usize)> = [2, 4, 8]
+        .iter()
+        .flat_map(|&r| [8, 64].map(|g| (r, g)))
+        .collect();
+    let head: Vec<String> = geoms.iter().map(|(r, g)| format!("R{r}/W{g}")).collect();
     println!("| format | T | {} | chosen |", head.join(" | "));
     for &(name, tid) in FORMATS {
         let mut b = bed(&d, &mut rng, name, tid, n_out, n_in)?;
         for t in [1, 2, 4, 6, 8] {
             let mut row = format!("| {name} | {t} |");
-            for &(rows, max_groups) in &geoms {
+            for &(rows, tiles) in &geoms {
                 let g = Geometry {
                     nsg: Geometry::choose(tid, n_in, t).nsg,
                     rows,
-                    max_groups,
+                    tiles,
                 };
                 let Bed { mats, x, y } = &mut b;
-                let us = time_us(&d.q, mats.len(), reps, |m| Ok(kreg_launch(&d.q, &mats[m].view(), x, y, t, &g)?))?;
+                let us = time_us(&d.q, mats.len(), reps, |m| {
+                    Ok(kreg_launch(&d.q, &mats[m].view(), x, y, t, &g)?)
+                })?;
                 row += &format!(" {us:.0} |");
             }
             let c = Geometry::choose(tid, n_in, t);
-            println!("{row} R{}/G{} |", c.rows, c.max_groups);
+            println!("{row} R{}/W{} |", c.rows, c.tiles);
         }
     }
     Ok(())
