@@ -17,134 +17,41 @@ struct Case {
 }
 
 const CASES: &[Case] = &[
-    Case {
-        label: "smollm2 q/o Q4_1",
-        tid: ty::Q4_1,
-        n_out: 576,
-        n_in: 576,
-    },
-    Case {
-        label: "smollm2 gate/up Q4_1",
-        tid: ty::Q4_1,
-        n_out: 1536,
-        n_in: 576,
-    },
-    Case {
-        label: "smollm2 down Q4_1",
-        tid: ty::Q4_1,
-        n_out: 576,
-        n_in: 1536,
-    },
-    Case {
-        label: "smollm2 head Q8_0",
-        tid: ty::Q8_0,
-        n_out: 49152,
-        n_in: 576,
-    },
-    Case {
-        label: "gemma3 q Q5_0",
-        tid: ty::Q5_0,
-        n_out: 1024,
-        n_in: 640,
-    },
-    Case {
-        label: "gemma3 gate/up Q5_0",
-        tid: ty::Q5_0,
-        n_out: 2048,
-        n_in: 640,
-    },
-    Case {
-        label: "gemma3 v Q8_0",
-        tid: ty::Q8_0,
-        n_out: 256,
-        n_in: 640,
-    },
-    Case {
-        label: "gemma3 attn_out Q4_K",
-        tid: ty::Q4_K,
-        n_out: 640,
-        n_in: 1024,
-    },
-    Case {
-        label: "gemma3 down Q4_K",
-        tid: ty::Q4_K,
-        n_out: 640,
-        n_in: 2048,
-    },
-    Case {
-        label: "gemma3 down Q6_K",
-        tid: ty::Q6_K,
-        n_out: 640,
-        n_in: 2048,
-    },
-    Case {
-        label: "gemma3 head Q8_0",
-        tid: ty::Q8_0,
-        n_out: 262144,
-        n_in: 640,
-    },
-    Case {
-        label: "other Q4_0",
-        tid: ty::Q4_0,
-        n_out: 2048,
-        n_in: 2048,
-    },
-    Case {
-        label: "other Q5_1",
-        tid: ty::Q5_1,
-        n_out: 2048,
-        n_in: 2048,
-    },
-    Case {
-        label: "other Q5_K",
-        tid: ty::Q5_K,
-        n_out: 2048,
-        n_in: 2048,
-    },
-    Case {
-        label: "other IQ4_XS",
-        tid: ty::IQ4_XS,
-        n_out: 2048,
-        n_in: 2048,
-    },
-    Case {
-        label: "other BF16",
-        tid: ty::BF16,
-        n_out: 2048,
-        n_in: 2048,
-    },
-    Case {
-        label: "other F32",
-        tid: ty::F32,
-        n_out: 2048,
-        n_in: 2048,
-    },
+    Case { label: "smollm2 q/o Q4_1", tid: ty::Q4_1, n_out: 576, n_in: 576 },
+    Case { label: "smollm2 gate/up Q4_1", tid: ty::Q4_1, n_out: 1536, n_in: 576 },
+    Case { label: "smollm2 down Q4_1", tid: ty::Q4_1, n_out: 576, n_in: 1536 },
+    Case { label: "smollm2 head Q8_0", tid: ty::Q8_0, n_out: 49152, n_in: 576 },
+    Case { label: "gemma3 q Q5_0", tid: ty::Q5_0, n_out: 1024, n_in: 640 },
+    Case { label: "gemma3 gate/up Q5_0", tid: ty::Q5_0, n_out: 2048, n_in: 640 },
+    Case { label: "gemma3 v Q8_0", tid: ty::Q8_0, n_out: 256, n_in: 640 },
+    Case { label: "gemma3 attn_out Q4_K", tid: ty::Q4_K, n_out: 640, n_in: 1024 },
+    Case { label: "gemma3 down Q4_K", tid: ty::Q4_K, n_out: 640, n_in: 2048 },
+    Case { label: "gemma3 down Q6_K", tid: ty::Q6_K, n_out: 640, n_in: 2048 },
+    Case { label: "gemma3 head Q8_0", tid: ty::Q8_0, n_out: 262144, n_in: 640 },
+    Case { label: "other Q4_0", tid: ty::Q4_0, n_out: 2048, n_in: 2048 },
+    Case { label: "other Q5_1", tid: ty::Q5_1, n_out: 2048, n_in: 2048 },
+    Case { label: "other Q5_K", tid: ty::Q5_K, n_out: 2048, n_in: 2048 },
+    Case { label: "other IQ4_XS", tid: ty::IQ4_XS, n_out: 2048, n_in: 2048 },
+    Case { label: "other BF16", tid: ty::BF16, n_out: 2048, n_in: 2048 },
+    Case { label: "other F32", tid: ty::F32, n_out: 2048, n_in: 2048 },
 ];
 
 const POOL_BYTES: usize = 256 << 20;
 const RUNS: usize = 7;
 
 fn main() -> anyhow::Result<()> {
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
+    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let dev = sycl::default_device()?;
     let ctx = Context::new(&[dev.clone()])?;
     let q = ctx.queue(&dev)?;
     let k = MatrixKernels::new(&ctx);
     let mut rng = StdRng::seed_from_u64(1);
-    println!(
-        "{:24} {:>16} {:>3} {:>10} {:>8} {:>7}",
-        "case", "(n_out, n_in)", "T", "us/call", "GB/s", "copies"
-    );
+    println!("{:24} {:>16} {:>3} {:>10} {:>8} {:>7}", "case", "(n_out, n_in)", "T", "us/call", "GB/s", "copies");
     for c in CASES {
         if !filter.is_empty() && !filter.iter().any(|f| c.label.contains(f.as_str())) {
             continue;
         }
-        let vals: Vec<f32> = (0..c.n_out * c.n_in)
-            .map(|_| rng.gen::<f32>() - 0.5)
-            .collect();
+        let vals: Vec<f32> = (0..c.n_out * c.n_in).map(|_| rng.gen::<f32>() - 0.5).collect();
         let bytes = quant::quantize_by_type(c.tid, &vals)?;
         let copies = (POOL_BYTES / bytes.len()).clamp(3, 512);
         let mats = (0..copies)

@@ -2,8 +2,8 @@
 //! and its rows against mmvq's (to rounding: another summation order, not bitwise).
 
 mod support;
-use strata::kernels::{matrix_ref, QuantMatrix};
 use support::matrix::*;
+use strata::kernels::{matrix_ref, QuantMatrix};
 
 const BOUND: f64 = 1e-7; // f32 activations: only summation order differs from the f64 reference
 
@@ -63,19 +63,9 @@ fn matmul_rows_match_mmvq_rows() {
         }
         let yv64: Vec<f64> = yv.iter().map(|&v| v as f64).collect();
         let e = nmse(&y, &yv64);
-        let identical = y
-            .iter()
-            .zip(&yv)
-            .filter(|(a, b)| a.to_bits() == b.to_bits())
-            .count();
-        println!(
-            "matmul vs mmvq {name:6}: nmse {e:.2e}, {identical}/{} values bitwise equal",
-            y.len()
-        );
-        assert!(
-            e < BOUND,
-            "{name}: matmul rows differ from mmvq rows (nmse {e:e})"
-        );
+        let identical = y.iter().zip(&yv).filter(|(a, b)| a.to_bits() == b.to_bits()).count();
+        println!("matmul vs mmvq {name:6}: nmse {e:.2e}, {identical}/{} values bitwise equal", y.len());
+        assert!(e < BOUND, "{name}: matmul rows differ from mmvq rows (nmse {e:e})");
     }
 }
 

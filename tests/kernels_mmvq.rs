@@ -2,8 +2,8 @@
 //! random weights and activations; and the bitwise T-row == T one-row-calls property.
 
 mod support;
-use strata::kernels::{matrix_ref, QuantMatrix};
 use support::matrix::*;
+use strata::kernels::{matrix_ref, QuantMatrix};
 
 /// (n_out, n_in): the models' real shapes, a 256-multiple square-ish one, and small odd ones
 /// (n_out not a multiple of the 4 rows per work-group; n_in not a multiple of 256).
@@ -53,14 +53,8 @@ fn mmvq_matches_reference_and_rows_are_bitwise_independent_of_t() {
                 let e = nmse(&y[..t * n_out], &reference[..t * n_out]);
                 line += &format!(" {e:.1e}");
                 worst = worst.max(e);
-                assert!(
-                    e < BOUND,
-                    "{name} ({n_out}, {n_in}) T={t}: nmse {e:e} >= {BOUND:e}"
-                );
-                assert!(
-                    y[t * n_out..].iter().all(|v| v.is_nan()),
-                    "{name} T={t} wrote past row {t}"
-                );
+                assert!(e < BOUND, "{name} ({n_out}, {n_in}) T={t}: nmse {e:e} >= {BOUND:e}");
+                assert!(y[t * n_out..].iter().all(|v| v.is_nan()), "{name} T={t} wrote past row {t}");
                 for (r, s) in single.iter().enumerate().take(t) {
                     let got = &y[r * n_out..(r + 1) * n_out];
                     let same = got.iter().zip(s).all(|(a, b)| a.to_bits() == b.to_bits());
@@ -95,10 +89,7 @@ fn mmvq_sees_a_single_wrong_scale() {
         let y = q.to_vec(&yd).unwrap();
         let e = nmse(&y, &reference);
         println!("mmvq {name:6} corrupted row 5: nmse vs the clean reference {e:.2e}");
-        assert!(
-            e > BOUND,
-            "{name}: corrupting row 5 went unnoticed (nmse {e:e})"
-        );
+        assert!(e > BOUND, "{name}: corrupting row 5 went unnoticed (nmse {e:e})");
     }
 }
 
@@ -109,16 +100,10 @@ fn mmvq_rejects_bad_shapes_with_a_clear_error() {
     let w = QuantMatrix::upload(&q, "w", strata::quant::type_id::Q4_0, 4, 96, &wb).unwrap();
     let x = q.alloc::<f32>(9 * 96).unwrap();
     let mut y = q.alloc::<f32>(9 * 4).unwrap();
-    let e = k
-        .mmvq(&q, &w.view(), &x, &mut y, 9)
-        .unwrap_err()
-        .to_string();
+    let e = k.mmvq(&q, &w.view(), &x, &mut y, 9).unwrap_err().to_string();
     assert!(e.contains("t = 9"), "{e}");
     let mut small = q.alloc::<f32>(3).unwrap();
-    let e = k
-        .mmvq(&q, &w.view(), &x, &mut small, 1)
-        .unwrap_err()
-        .to_string();
+    let e = k.mmvq(&q, &w.view(), &x, &mut small, 1).unwrap_err().to_string();
     assert!(e.contains("y holds 3"), "{e}");
     let e = QuantMatrix::upload(&q, "blk.0.ffn_up.weight", 12, 4, 96, &wb)
         .err()

@@ -12,8 +12,8 @@ impl MatrixKernels {
     pub fn matmul(
         &self,
         q: &Queue,
-        w: &WeightView,            // (n_out, n_in), ggml type w.type_id
-        x: &DeviceBuffer<f32>,     // (t, n_in)
+        w: &WeightView,           // (n_out, n_in), ggml type w.type_id
+        x: &DeviceBuffer<f32>,    // (t, n_in)
         y: &mut DeviceBuffer<f32>, // (t, n_out)
         t: usize,
     ) -> Result<()> {
@@ -48,8 +48,8 @@ impl MatrixKernels {
     pub fn mul(
         &self,
         q: &Queue,
-        w: &WeightView,            // (n_out, n_in)
-        x: &DeviceBuffer<f32>,     // (t, n_in)
+        w: &WeightView,           // (n_out, n_in)
+        x: &DeviceBuffer<f32>,    // (t, n_in)
         y: &mut DeviceBuffer<f32>, // (t, n_out)
         t: usize,
     ) -> Result<()> {

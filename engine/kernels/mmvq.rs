@@ -3,8 +3,7 @@
 //! Reference: `qmatrix::matrix_ref` (f64).
 
 use super::qmatrix::{
-    check_act, Family, MatrixError, MatrixKernels, Result, WeightView, MMVQ_MAX_T,
-    MMVQ_ROWS_PER_GROUP, SG,
+    check_act, Family, MatrixError, MatrixKernels, Result, WeightView, MMVQ_MAX_T, MMVQ_ROWS_PER_GROUP, SG,
 };
 use crate::sycl::{Arg, DeviceBuffer, NdRange, Queue};
 
@@ -13,8 +12,8 @@ impl MatrixKernels {
     pub fn mmvq(
         &self,
         q: &Queue,
-        w: &WeightView,            // (n_out, n_in), ggml type w.type_id
-        x: &DeviceBuffer<f32>,     // (t, n_in)
+        w: &WeightView,           // (n_out, n_in), ggml type w.type_id
+        x: &DeviceBuffer<f32>,    // (t, n_in)
         y: &mut DeviceBuffer<f32>, // (t, n_out)
         t: usize,
     ) -> Result<()> {

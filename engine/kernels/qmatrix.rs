@@ -53,11 +53,7 @@ pub fn cfg_name(type_id: u32) -> Option<&'static str> {
 /// process floats in 32-element pseudo-blocks, so their n_in must be a multiple of 32).
 pub fn kernel_block(type_id: u32) -> Result<(usize, usize)> {
     let (elems, bytes) = quant::block_info(type_id)?;
-    Ok(if elems == 1 {
-        (32, 32 * bytes)
-    } else {
-        (elems, bytes)
-    })
+    Ok(if elems == 1 { (32, 32 * bytes) } else { (elems, bytes) })
 }
 
 /// A weight matrix in device memory: GGUF bytes unchanged, shape (n_out, n_in), each row
@@ -141,10 +137,7 @@ impl WeightView<'_> {
             )));
         }
         if self.n_in > i32::MAX as usize || self.n_out > i32::MAX as usize {
-            return Err(shape(format!(
-                "({}, {}) is too large",
-                self.n_out, self.n_in
-            )));
+            return Err(shape(format!("({}, {}) is too large", self.n_out, self.n_in)));
         }
         let bytes = quant::bytes_for(self.type_id, self.n_out * self.n_in)?;
         if self.offset % 4 != 0 || self.offset + bytes > self.buf.len() {
@@ -161,21 +154,11 @@ impl WeightView<'_> {
 }
 
 /// Checks an activation buffer holds `rows` rows of `n` f32.
-pub(crate) fn check_act(
-    what: &str,
-    arg: &str,
-    b: &DeviceBuffer<f32>,
-    rows: usize,
-    n: usize,
-) -> Result<()> {
+pub(crate) fn check_act(what: &str, arg: &str, b: &DeviceBuffer<f32>, rows: usize, n: usize) -> Result<()> {
     if b.len() < rows * n {
         return Err(MatrixError::Shape {
             what: what.to_string(),
-            message: format!(
-                "{arg} holds {} floats, needs ({rows}, {n}) = {}",
-                b.len(),
-                rows * n
-            ),
+            message: format!("{arg} holds {} floats, needs ({rows}, {n}) = {}", b.len(), rows * n),
         });
     }
     Ok(())
