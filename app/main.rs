@@ -27,6 +27,8 @@ enum Command {
 }
 
 fn main() {
+    // SYCL's environment (ICD path, kernel disk cache) must be set before any thread exists.
+    strata::sycl::runtime::init();
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Devices(a)) => cmd::devices::run(a),

@@ -1,7 +1,8 @@
 //! Matrix-product timings: microseconds per call and weight GB/s per format at the two models'
 //! shapes (median of 7 runs; each run launches once on every one of several distinct weight
 //! copies, >= 256 MiB in all, back to back on an in-order queue, so no call finds its weights in
-//! cache). `cargo bench --bench matrix [-- FILTER]`; FILTER matches the printed label.
+//! cache). T = 1 and 8 run mmvq, T = 64 and 512 matmul (`MatrixKernels::mul`); GB/s counts
+//! weight bytes only. `cargo bench --bench matrix [-- FILTER]`; FILTER matches the label.
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::time::Instant;
@@ -17,60 +18,162 @@ struct Case {
 }
 
 const CASES: &[Case] = &[
-    Case { label: "smollm2 q/o Q4_1", tid: ty::Q4_1, n_out: 576, n_in: 576 },
-    Case { label: "smollm2 gate/up Q4_1", tid: ty::Q4_1, n_out: 1536, n_in: 576 },
-    Case { label: "smollm2 down Q4_1", tid: ty::Q4_1, n_out: 576, n_in: 1536 },
-    Case { label: "smollm2 head Q8_0", tid: ty::Q8_0, n_out: 49152, n_in: 576 },
-    Case { label: "gemma3 q Q5_0", tid: ty::Q5_0, n_out: 1024, n_in: 640 },
-    Case { label: "gemma3 gate/up Q5_0", tid: ty::Q5_0, n_out: 2048, n_in: 640 },
-    Case { label: "gemma3 v Q8_0", tid: ty::Q8_0, n_out: 256, n_in: 640 },
-    Case { label: "gemma3 attn_out Q4_K", tid: ty::Q4_K, n_out: 640, n_in: 1024 },
-    Case { label: "gemma3 down Q4_K", tid: ty::Q4_K, n_out: 640, n_in: 2048 },
-    Case { label: "gemma3 down Q6_K", tid: ty::Q6_K, n_out: 640, n_in: 2048 },
-    Case { label: "gemma3 head Q8_0", tid: ty::Q8_0, n_out: 262144, n_in: 640 },
-    Case { label: "other Q4_0", tid: ty::Q4_0, n_out: 2048, n_in: 2048 },
-    Case { label: "other Q5_1", tid: ty::Q5_1, n_out: 2048, n_in: 2048 },
-    Case { label: "other Q5_K", tid: ty::Q5_K, n_out: 2048, n_in: 2048 },
-    Case { label: "other IQ4_XS", tid: ty::IQ4_XS, n_out: 2048, n_in: 2048 },
-    Case { label: "other BF16", tid: ty::BF16, n_out: 2048, n_in: 2048 },
-    Case { label: "other F32", tid: ty::F32, n_out: 2048, n_in: 2048 },
+    Case {
+        label: "smollm2 q/o Q4_1",
+        tid: ty::Q4_1,
+        n_out: 576,
+        n_in: 576,
+    },
+    Case {
+        label: "smollm2 gate/up Q4_1",
+        tid: ty::Q4_1,
+        n_out: 1536,
+        n_in: 576,
+    },
+    Case {
+        label: "smollm2 down Q4_1",
+        tid: ty::Q4_1,
+        n_out: 576,
+        n_in: 1536,
+    },
+    Case {
+        label: "smollm2 head Q8_0",
+        tid: ty::Q8_0,
+        n_out: 49152,
+        n_in: 576,
+    },
+    Case {
+        label: "gemma3 q Q5_0",
+        tid: ty::Q5_0,
+        n_out: 1024,
+        n_in: 640,
+    },
+    Case {
+        label: "gemma3 gate/up Q5_0",
+        tid: ty::Q5_0,
+        n_out: 2048,
+        n_in: 640,
+    },
+    Case {
+        label: "gemma3 v Q8_0",
+        tid: ty::Q8_0,
+        n_out: 256,
+        n_in: 640,
+    },
+    Case {
+        label: "gemma3 attn_out Q4_K",
+        tid: ty::Q4_K,
+        n_out: 640,
+        n_in: 1024,
+    },
+    Case {
+        label: "gemma3 down Q4_K",
+        tid: ty::Q4_K,
+        n_out: 640,
+        n_in: 2048,
+    },
+    Case {
+        label: "gemma3 down Q6_K",
+        tid: ty::Q6_K,
+        n_out: 640,
+        n_in: 2048,
+    },
+    Case {
+        label: "gemma3 head Q8_0",
+        tid: ty::Q8_0,
+        n_out: 262144,
+        n_in: 640,
+    },
+    Case {
+        label: "other Q4_0",
+        tid: ty::Q4_0,
+        n_out: 2048,
+        n_in: 2048,
+    },
+    Case {
+        label: "other Q5_1",
+        tid: ty::Q5_1,
+        n_out: 2048,
+        n_in: 2048,
+    },
+    Case {
+        label: "other Q5_K",
+        tid: ty::Q5_K,
+        n_out: 2048,
+        n_in: 2048,
+    },
+    Case {
+        label: "other IQ4_XS",
+        tid: ty::IQ4_XS,
+        n_out: 2048,
+        n_in: 2048,
+    },
+    Case {
+        label: "other BF16",
+        tid: ty::BF16,
+        n_out: 2048,
+        n_in: 2048,
+    },
+    Case {
+        label: "other F32",
+        tid: ty::F32,
+        n_out: 2048,
+        n_in: 2048,
+    },
 ];
 
 const POOL_BYTES: usize = 256 << 20;
 const RUNS: usize = 7;
 
 fn main() -> anyhow::Result<()> {
-    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
     let dev = sycl::default_device()?;
-    let ctx = Context::new(&[dev.clone()])?;
+    let ctx = Context::new(std::slice::from_ref(&dev))?;
     let q = ctx.queue(&dev)?;
     let k = MatrixKernels::new(&ctx);
     let mut rng = StdRng::seed_from_u64(1);
-    println!("{:24} {:>16} {:>3} {:>10} {:>8} {:>7}", "case", "(n_out, n_in)", "T", "us/call", "GB/s", "copies");
+    println!(
+        "{:24} {:>16} {:>3} {:>10} {:>8} {:>7}",
+        "case", "(n_out, n_in)", "T", "us/call", "GB/s", "copies"
+    );
     for c in CASES {
         if !filter.is_empty() && !filter.iter().any(|f| c.label.contains(f.as_str())) {
             continue;
         }
-        let vals: Vec<f32> = (0..c.n_out * c.n_in).map(|_| rng.gen::<f32>() - 0.5).collect();
+        let vals: Vec<f32> = (0..c.n_out * c.n_in)
+            .map(|_| rng.gen::<f32>() - 0.5)
+            .collect();
         let bytes = quant::quantize_by_type(c.tid, &vals)?;
         let copies = (POOL_BYTES / bytes.len()).clamp(3, 512);
         let mats = (0..copies)
             .map(|_| QuantMatrix::upload(&q, c.label, c.tid, c.n_out, c.n_in, &bytes))
             .collect::<Result<Vec<_>, _>>()?;
-        for t in [1usize, 8, 64] {
+        for t in [1usize, 8, 64, 512] {
+            if t > 8 && c.n_out > 10_000 {
+                continue; // the head only ever sees the last prompt row
+            }
             let xs: Vec<f32> = (0..t * c.n_in).map(|_| rng.gen::<f32>() - 0.5).collect();
             let x = q.upload(&xs)?;
             let mut y = q.alloc::<f32>(t * c.n_out)?;
             k.mul(&q, &mats[0].view(), &x, &mut y, t)?; // builds the module
             q.wait()?;
+            // matmul is compute-bound: a few copies suffice and keep the run short
+            let used = if t > 8 {
+                &mats[..mats.len().min(8)]
+            } else {
+                &mats[..]
+            };
             let mut per_call = Vec::with_capacity(RUNS);
             for _ in 0..RUNS {
                 let t0 = Instant::now();
-                for m in &mats {
+                for m in used {
                     k.mul(&q, &m.view(), &x, &mut y, t)?;
                 }
                 q.wait()?;
-                per_call.push(t0.elapsed().as_secs_f64() / copies as f64);
+                per_call.push(t0.elapsed().as_secs_f64() / used.len() as f64);
             }
             per_call.sort_by(f64::total_cmp);
             let s = per_call[RUNS / 2];
@@ -81,7 +184,7 @@ fn main() -> anyhow::Result<()> {
                 t,
                 s * 1e6,
                 bytes.len() as f64 / s / 1e9,
-                copies
+                used.len()
             );
         }
     }

@@ -2,8 +2,8 @@
 //! and its rows against mmvq's (to rounding: another summation order, not bitwise).
 
 mod support;
-use support::matrix::*;
 use strata::kernels::{matrix_ref, QuantMatrix};
+use support::matrix::*;
 
 const BOUND: f64 = 1e-7; // f32 activations: only summation order differs from the f64 reference
 
@@ -11,7 +11,8 @@ const BOUND: f64 = 1e-7; // f32 activations: only summation order differs from t
 fn matmul_matches_reference() {
     let (_ctx, q, k) = setup();
     let mut rng = rng(0x6d6d);
-    // (n_out, n_in, T): the real shapes at mid-size T, small shapes at the 512-row chunk
+    // (n_out, n_in, T): the real shapes at mid-size T, small shapes at the 512-row chunk,
+    // and rows longer than one decode chunk
     let cases: &[(usize, usize, usize)] = &[
         (1536, 576, 9),
         (576, 1536, 32),
@@ -19,6 +20,7 @@ fn matmul_matches_reference() {
         (640, 2048, 17),
         (45, 512, 512),
         (37, 96, 512),
+        (24, 4352, 20), // n_in > CFG_KC = 2048: three decode chunks, re-decoded per token tile
     ];
     for &(name, tid) in FORMATS {
         for &(n_out, n_in, t) in cases {
@@ -63,9 +65,19 @@ fn matmul_rows_match_mmvq_rows() {
         }
         let yv64: Vec<f64> = yv.iter().map(|&v| v as f64).collect();
         let e = nmse(&y, &yv64);
-        let identical = y.iter().zip(&yv).filter(|(a, b)| a.to_bits() == b.to_bits()).count();
-        println!("matmul vs mmvq {name:6}: nmse {e:.2e}, {identical}/{} values bitwise equal", y.len());
-        assert!(e < BOUND, "{name}: matmul rows differ from mmvq rows (nmse {e:e})");
+        let identical = y
+            .iter()
+            .zip(&yv)
+            .filter(|(a, b)| a.to_bits() == b.to_bits())
+            .count();
+        println!(
+            "matmul vs mmvq {name:6}: nmse {e:.2e}, {identical}/{} values bitwise equal",
+            y.len()
+        );
+        assert!(
+            e < BOUND,
+            "{name}: matmul rows differ from mmvq rows (nmse {e:e})"
+        );
     }
 }
 
@@ -90,5 +102,45 @@ fn mul_dispatches_by_t() {
             k.matmul(&q, &w.view(), &xd, &mut b, t).unwrap();
         }
         assert_eq!(q.to_vec(&a).unwrap(), q.to_vec(&b).unwrap(), "t={t}");
+    }
+}
+
+#[test]
+fn row_offsets_and_weight_offsets_address_the_right_data() {
+    // mul_at on rows of a bigger activation buffer, into rows of a bigger output, with the weight
+    // a tensor at a byte offset inside a larger upload: bitwise the plain call on copies.
+    use strata::kernels::WeightView;
+    let (_ctx, q, k) = setup();
+    let mut rng = rng(11);
+    let tid = strata::quant::type_id::Q4_K;
+    let (n_out, n_in) = (40, 512);
+    let wa = weights(&mut rng, tid, n_out, n_in);
+    let wb = weights(&mut rng, tid, n_out, n_in);
+    let both = q.upload(&[wa.clone(), wb.clone()].concat()).unwrap();
+    let second = WeightView {
+        buf: &both,
+        offset: wa.len(),
+        type_id: tid,
+        n_out,
+        n_in,
+    };
+    let alone = QuantMatrix::upload(&q, "b", tid, n_out, n_in, &wb).unwrap();
+    for (t, x_row0, y_row0) in [(2usize, 3usize, 1usize), (9, 2, 4)] {
+        let x = values(&mut rng, (x_row0 + t + 1) * n_in);
+        let xd = q.upload(&x).unwrap();
+        let mut yd = q.alloc::<f32>((y_row0 + t) * n_out).unwrap();
+        k.mul_at(&q, &second, &xd, x_row0, &mut yd, y_row0, t)
+            .unwrap();
+        let got = q.to_vec(&yd).unwrap()[y_row0 * n_out..].to_vec();
+        let xs = q.upload(&x[x_row0 * n_in..(x_row0 + t) * n_in]).unwrap();
+        let mut ys = q.alloc::<f32>(t * n_out).unwrap();
+        k.mul(&q, &alone.view(), &xs, &mut ys, t).unwrap();
+        assert_eq!(
+            got,
+            q.to_vec(&ys).unwrap(),
+            "t={t} x_row0={x_row0} y_row0={y_row0}"
+        );
+        let e = k.mul_at(&q, &second, &xd, x_row0 + 2, &mut yd, y_row0, t);
+        assert!(e.is_err(), "reading past x must be refused");
     }
 }

@@ -2,8 +2,8 @@
 //! random weights and activations; and the bitwise T-row == T one-row-calls property.
 
 mod support;
-use support::matrix::*;
 use strata::kernels::{matrix_ref, QuantMatrix};
+use support::matrix::*;
 
 /// (n_out, n_in): the models' real shapes, a 256-multiple square-ish one, and small odd ones
 /// (n_out not a multiple of the 4 rows per work-group; n_in not a multiple of 256).
@@ -53,8 +53,14 @@ fn mmvq_matches_reference_and_rows_are_bitwise_independent_of_t() {
                 let e = nmse(&y[..t * n_out], &reference[..t * n_out]);
                 line += &format!(" {e:.1e}");
                 worst = worst.max(e);
-                assert!(e < BOUND, "{name} ({n_out}, {n_in}) T={t}: nmse {e:e} >= {BOUND:e}");
-                assert!(y[t * n_out..].iter().all(|v| v.is_nan()), "{name} T={t} wrote past row {t}");
+                assert!(
+                    e < BOUND,
+                    "{name} ({n_out}, {n_in}) T={t}: nmse {e:e} >= {BOUND:e}"
+                );
+                assert!(
+                    y[t * n_out..].iter().all(|v| v.is_nan()),
+                    "{name} T={t} wrote past row {t}"
+                );
                 for (r, s) in single.iter().enumerate().take(t) {
                     let got = &y[r * n_out..(r + 1) * n_out];
                     let same = got.iter().zip(s).all(|(a, b)| a.to_bits() == b.to_bits());
@@ -69,7 +75,8 @@ fn mmvq_matches_reference_and_rows_are_bitwise_independent_of_t() {
 
 #[test]
 fn mmvq_sees_a_single_wrong_scale() {
-    // Power check: changing one block's scale bytes in one row must break the bound.
+    // Power check: corrupting one value (float types) or one block's scale in one row must
+    // break the bound.
     let (_ctx, q, k) = setup();
     let mut rng = rng(7);
     for &(name, tid) in FORMATS {
@@ -77,11 +84,18 @@ fn mmvq_sees_a_single_wrong_scale() {
         let mut wb = weights(&mut rng, tid, n_out, n_in);
         let x = values(&mut rng, n_in);
         let reference = matrix_ref(tid, &wb, n_out, n_in, &x, 1).unwrap();
-        // first two bytes of row 5: the f16 scale of most formats (a value for F32/F16/BF16,
-        // the first quants for Q6_K whose scale sits at the block end)
-        let row_bytes = wb.len() / n_out;
-        wb[5 * row_bytes] ^= 0x5a;
-        wb[5 * row_bytes + 1] ^= 0x11;
+        let row5 = 5 * (wb.len() / n_out);
+        match name {
+            // float types: flip the sign of row 5's first value (its top byte)
+            "F32" => wb[row5 + 3] ^= 0x80,
+            "F16" | "BF16" => wb[row5 + 1] ^= 0x80,
+            // the f16 scale d of row 5's first block (Q6_K keeps it at the block end)
+            _ => {
+                let at = row5 + if name == "Q6_K" { 208 } else { 0 };
+                wb[at] ^= 0x5a;
+                wb[at + 1] ^= 0x11;
+            }
+        }
         let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
         let xd = q.upload(&x).unwrap();
         let mut yd = q.alloc::<f32>(n_out).unwrap();
@@ -89,7 +103,10 @@ fn mmvq_sees_a_single_wrong_scale() {
         let y = q.to_vec(&yd).unwrap();
         let e = nmse(&y, &reference);
         println!("mmvq {name:6} corrupted row 5: nmse vs the clean reference {e:.2e}");
-        assert!(e > BOUND, "{name}: corrupting row 5 went unnoticed (nmse {e:e})");
+        assert!(
+            e > BOUND,
+            "{name}: corrupting row 5 went unnoticed (nmse {e:e})"
+        );
     }
 }
 
@@ -100,14 +117,63 @@ fn mmvq_rejects_bad_shapes_with_a_clear_error() {
     let w = QuantMatrix::upload(&q, "w", strata::quant::type_id::Q4_0, 4, 96, &wb).unwrap();
     let x = q.alloc::<f32>(9 * 96).unwrap();
     let mut y = q.alloc::<f32>(9 * 4).unwrap();
-    let e = k.mmvq(&q, &w.view(), &x, &mut y, 9).unwrap_err().to_string();
+    let e = k
+        .mmvq(&q, &w.view(), &x, &mut y, 9)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("t = 9"), "{e}");
     let mut small = q.alloc::<f32>(3).unwrap();
-    let e = k.mmvq(&q, &w.view(), &x, &mut small, 1).unwrap_err().to_string();
+    let e = k
+        .mmvq(&q, &w.view(), &x, &mut small, 1)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("y holds 3"), "{e}");
     let e = QuantMatrix::upload(&q, "blk.0.ffn_up.weight", 12, 4, 96, &wb)
         .err()
         .expect("Q4_K with n_in 96 must fail")
         .to_string();
     assert!(e.contains("Q4_K") || e.contains("256"), "{e}");
+}
+
+#[test]
+fn huge_n_out_the_gemma3_output_head() {
+    // The tied head: Q8_0 (262144, 640). Random Q8_0 bytes (f16 scale 0.001..0.02, any int8),
+    // every row distinct; the reference is computed on a sample of rows including the last ones.
+    use rand::Rng;
+    let (_ctx, q, k) = setup();
+    let mut rng = rng(262144);
+    let (n_out, n_in) = (262144usize, 640usize);
+    let tid = strata::quant::type_id::Q8_0;
+    let mut wb = vec![0u8; n_out * n_in / 32 * 34];
+    for blk in wb.chunks_exact_mut(34) {
+        let d = half::f16::from_f32(rng.gen_range(0.001f32..0.02));
+        blk[..2].copy_from_slice(&d.to_le_bytes());
+        rng.fill(&mut blk[2..]);
+    }
+    let w = QuantMatrix::upload(&q, "token_embd.weight", tid, n_out, n_in, &wb).unwrap();
+    let rows: Vec<usize> = (0..n_out).step_by(997).chain(n_out - 5..n_out).collect();
+    let row_bytes = n_in / 32 * 34;
+    for t in [1usize, 3, 9] {
+        let x = values(&mut rng, t * n_in);
+        let xd = q.upload(&x).unwrap();
+        let mut yd = q.alloc::<f32>(t * n_out).unwrap();
+        k.mul(&q, &w.view(), &xd, &mut yd, t).unwrap();
+        let y = q.to_vec(&yd).unwrap();
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        for &r in &rows {
+            let wr = &wb[r * row_bytes..(r + 1) * row_bytes];
+            let yr = matrix_ref(tid, wr, 1, n_in, &x, t).unwrap();
+            for ti in 0..t {
+                got.push(y[ti * n_out + r]);
+                want.push(yr[ti]);
+            }
+        }
+        let e = nmse(&got, &want);
+        println!(
+            "head Q8_0 ({n_out}, {n_in}) T={t} ({}): nmse {e:.2e} over {} sampled rows",
+            if t <= 8 { "mmvq" } else { "matmul" },
+            rows.len()
+        );
+        assert!(e < BOUND, "head T={t}: nmse {e:e}");
+    }
 }

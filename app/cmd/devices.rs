@@ -15,7 +15,8 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// Build every kernel module of sycl/kernels/ on the default device and print the time
-    /// (cold: empty SYCL_CACHE_DIR; warm: a second run hits the runtime's disk cache).
+    /// (cold: empty SYCL_CACHE_DIR; warm: a second run hits the runtime's disk cache). Each is
+    /// built twice, which leaves the disk cache fully warm for the next process.
     #[arg(long)]
     build_kernels: bool,
 }
@@ -32,7 +33,8 @@ struct PlatformOut {
 #[derive(Serialize)]
 struct BuildOut {
     device: String,
-    modules: Vec<(String, f64)>,
+    /// (source, first build seconds, rebuild seconds).
+    modules: Vec<(String, f64, f64)>,
     total_seconds: f64,
     cache_dir: Option<String>,
 }
@@ -85,7 +87,16 @@ pub fn run(args: Args) -> Result<()> {
         let mut modules = Vec::new();
         for src in sycl::kernels::ALL {
             let m = ctx.module(src, &[])?;
-            modules.push((src.name.to_string(), m.build_time().as_secs_f64()));
+            // A second build in the same process (bypassing the in-process map) reads the IR the
+            // first one put in the disk cache; the runtime keys the device binary on that IR,
+            // which differs from a fresh compile's, so only this rebuild stores the binary the
+            // next process will hit. Costs one device compile now, saves it on every later start.
+            let again = ctx.build(src.name, src.text, &[])?;
+            modules.push((
+                src.name.to_string(),
+                m.build_time().as_secs_f64(),
+                again.build_time().as_secs_f64(),
+            ));
         }
         out.kernel_build = Some(BuildOut {
             device: dev.info()?.name,
@@ -116,8 +127,8 @@ pub fn run(args: Args) -> Result<()> {
     }
     if let Some(b) = &out.kernel_build {
         println!("kernel modules built on {}:", b.device);
-        for (name, s) in &b.modules {
-            println!("  {name:<16} {:>8.3} s", s);
+        for (name, first, again) in &b.modules {
+            println!("  {name:<16} {first:>8.3} s (rebuild in-process {again:.3} s)");
         }
         println!(
             "  total {:.3} s (cache dir {})",

@@ -8,13 +8,29 @@ use super::qmatrix::{
 use crate::sycl::{Arg, DeviceBuffer, NdRange, Queue};
 
 impl MatrixKernels {
-    /// y[t, o] = sum_i W[o, i] * x[t, i] for any t >= 1 (tiles of 16 rows x 16 tokens).
+    /// y[t, o] = sum_i W[o, i] * x[t, i] for any t >= 1 (a work-group per 16 weight rows, all t).
     pub fn matmul(
         &self,
         q: &Queue,
-        w: &WeightView,           // (n_out, n_in), ggml type w.type_id
-        x: &DeviceBuffer<f32>,    // (t, n_in)
+        w: &WeightView,            // (n_out, n_in), ggml type w.type_id
+        x: &DeviceBuffer<f32>,     // (t, n_in)
         y: &mut DeviceBuffer<f32>, // (t, n_out)
+        t: usize,
+    ) -> Result<()> {
+        self.matmul_at(q, w, x, 0, y, 0, t)
+    }
+
+    /// `matmul` on rows `x_row0..x_row0+t` of x, writing rows `y_row0..y_row0+t` of y (e.g. the
+    /// output head on the last row of a prompt chunk).
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul_at(
+        &self,
+        q: &Queue,
+        w: &WeightView,        // (n_out, n_in), ggml type w.type_id
+        x: &DeviceBuffer<f32>, // (>= x_row0 + t, n_in)
+        x_row0: usize,
+        y: &mut DeviceBuffer<f32>, // (>= y_row0 + t, n_out)
+        y_row0: usize,
         t: usize,
     ) -> Result<()> {
         let what = "matmul";
@@ -25,17 +41,17 @@ impl MatrixKernels {
                 message: format!("t = {t} rows"),
             });
         }
-        check_act(what, "x", x, t, w.n_in)?;
-        check_act(what, "y", y, t, w.n_out)?;
+        check_act(what, "x", x, x_row0 + t, w.n_in)?;
+        check_act(what, "y", y, y_row0 + t, w.n_out)?;
         let k = self.kernel(w.type_id, Family::Matmul, what)?;
-        let groups = w.n_out.div_ceil(MATMUL_ROWS) * t.div_ceil(SG);
+        let groups = w.n_out.div_ceil(MATMUL_ROWS);
         q.launch(
             &k,
             NdRange::groups(groups, SG),
             &[
                 Arg::buf_at(w.buf, w.offset),
-                Arg::buf(x),
-                Arg::buf(y),
+                Arg::buf_at(x, x_row0 * w.n_in),
+                Arg::buf_at(y, y_row0 * w.n_out),
                 Arg::i32(w.n_in as i32),
                 Arg::i32(w.n_out as i32),
                 Arg::i32(t as i32),
@@ -48,15 +64,30 @@ impl MatrixKernels {
     pub fn mul(
         &self,
         q: &Queue,
-        w: &WeightView,           // (n_out, n_in)
-        x: &DeviceBuffer<f32>,    // (t, n_in)
+        w: &WeightView,            // (n_out, n_in)
+        x: &DeviceBuffer<f32>,     // (t, n_in)
         y: &mut DeviceBuffer<f32>, // (t, n_out)
         t: usize,
     ) -> Result<()> {
+        self.mul_at(q, w, x, 0, y, 0, t)
+    }
+
+    /// `mul` on rows `x_row0..x_row0+t` of x into rows `y_row0..y_row0+t` of y.
+    #[allow(clippy::too_many_arguments)]
+    pub fn mul_at(
+        &self,
+        q: &Queue,
+        w: &WeightView,        // (n_out, n_in)
+        x: &DeviceBuffer<f32>, // (>= x_row0 + t, n_in)
+        x_row0: usize,
+        y: &mut DeviceBuffer<f32>, // (>= y_row0 + t, n_out)
+        y_row0: usize,
+        t: usize,
+    ) -> Result<()> {
         if t <= MMVQ_MAX_T {
-            self.mmvq(q, w, x, y, t)
+            self.mmvq_at(q, w, x, x_row0, y, y_row0, t)
         } else {
-            self.matmul(q, w, x, y, t)
+            self.matmul_at(q, w, x, x_row0, y, y_row0, t)
         }
     }
 }

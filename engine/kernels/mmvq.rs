@@ -3,7 +3,8 @@
 //! Reference: `qmatrix::matrix_ref` (f64).
 
 use super::qmatrix::{
-    check_act, Family, MatrixError, MatrixKernels, Result, WeightView, MMVQ_MAX_T, MMVQ_ROWS_PER_GROUP, SG,
+    check_act, Family, MatrixError, MatrixKernels, Result, WeightView, MMVQ_MAX_T,
+    MMVQ_ROWS_PER_GROUP, SG,
 };
 use crate::sycl::{Arg, DeviceBuffer, NdRange, Queue};
 
@@ -12,9 +13,25 @@ impl MatrixKernels {
     pub fn mmvq(
         &self,
         q: &Queue,
-        w: &WeightView,           // (n_out, n_in), ggml type w.type_id
-        x: &DeviceBuffer<f32>,    // (t, n_in)
+        w: &WeightView,            // (n_out, n_in), ggml type w.type_id
+        x: &DeviceBuffer<f32>,     // (t, n_in)
         y: &mut DeviceBuffer<f32>, // (t, n_out)
+        t: usize,
+    ) -> Result<()> {
+        self.mmvq_at(q, w, x, 0, y, 0, t)
+    }
+
+    /// `mmvq` on rows `x_row0..x_row0+t` of x, writing rows `y_row0..y_row0+t` of y (e.g. the
+    /// output head on the last row of a prompt chunk).
+    #[allow(clippy::too_many_arguments)]
+    pub fn mmvq_at(
+        &self,
+        q: &Queue,
+        w: &WeightView,        // (n_out, n_in), ggml type w.type_id
+        x: &DeviceBuffer<f32>, // (>= x_row0 + t, n_in)
+        x_row0: usize,
+        y: &mut DeviceBuffer<f32>, // (>= y_row0 + t, n_out)
+        y_row0: usize,
         t: usize,
     ) -> Result<()> {
         let what = "mmvq";
@@ -25,9 +42,9 @@ impl MatrixKernels {
                 message: format!("t = {t} rows; mmvq takes 1..={MMVQ_MAX_T} (use matmul)"),
             });
         }
-        check_act(what, "x", x, t, w.n_in)?;
-        check_act(what, "y", y, t, w.n_out)?;
-        if super::mmvq_kreg::try_kreg(q, w, x, y, t)? {
+        check_act(what, "x", x, x_row0 + t, w.n_in)?;
+        check_act(what, "y", y, y_row0 + t, w.n_out)?;
+        if super::mmvq_kreg::try_kreg(q, w, x, x_row0, y, y_row0, t)? {
             return Ok(()); // STRATA_MMVQ_KREG=1 and KREG took the matrix (docs/flags.md)
         }
         let k = self.kernel(w.type_id, Family::Mmvq, what)?;
@@ -37,8 +54,8 @@ impl MatrixKernels {
             NdRange::groups(groups, MMVQ_ROWS_PER_GROUP * SG),
             &[
                 Arg::buf_at(w.buf, w.offset),
-                Arg::buf(x),
-                Arg::buf(y),
+                Arg::buf_at(x, x_row0 * w.n_in),
+                Arg::buf_at(y, y_row0 * w.n_out),
                 Arg::i32(w.n_in as i32),
                 Arg::i32(w.n_out as i32),
                 Arg::i32(t as i32),

@@ -154,20 +154,23 @@ pub fn kreg_declines(w: &WeightView) -> Option<String> {
     None
 }
 
-/// The hook of the default `mmvq` entry point: with the flag on and a matrix KREG takes, launches
-/// KREG and returns `Ok(true)`; otherwise `Ok(false)` and nothing was launched. Arguments as
-/// `MatrixKernels::mmvq`, which has already checked them.
+/// The hook of the default `mmvq`/`mmvq_at` entry point: with the flag on and a matrix KREG
+/// takes, launches KREG and returns `Ok(true)`; otherwise `Ok(false)` and nothing was launched.
+/// Arguments as `MatrixKernels::mmvq_at`, which has already checked them.
 pub fn try_kreg(
     q: &Queue,
-    w: &WeightView,            // (n_out, n_in), ggml type w.type_id
-    x: &DeviceBuffer<f32>,     // (t, n_in)
-    y: &mut DeviceBuffer<f32>, // (t, n_out)
+    w: &WeightView,        // (n_out, n_in), ggml type w.type_id
+    x: &DeviceBuffer<f32>, // (>= x_row0 + t, n_in)
+    x_row0: usize,
+    y: &mut DeviceBuffer<f32>, // (>= y_row0 + t, n_out)
+    y_row0: usize,
     t: usize,
 ) -> Result<bool> {
     if !kreg_active() || kreg_declines(w).is_some() {
         return Ok(false);
     }
-    kreg_launch(q, w, x, y, t, &Geometry::choose(w.type_id, w.n_in, t))?;
+    let g = Geometry::choose(w.type_id, w.n_in, t);
+    kreg_launch_at(q, w, x, x_row0, y, y_row0, t, &g)?;
     Ok(true)
 }
 
@@ -178,6 +181,21 @@ pub fn kreg_launch(
     w: &WeightView,            // (n_out, n_in), ggml type w.type_id
     x: &DeviceBuffer<f32>,     // (t, n_in)
     y: &mut DeviceBuffer<f32>, // (t, n_out)
+    t: usize,
+    g: &Geometry,
+) -> Result<()> {
+    kreg_launch_at(q, w, x, 0, y, 0, t, g)
+}
+
+/// `kreg_launch` on rows `x_row0..x_row0+t` of x into rows `y_row0..y_row0+t` of y.
+#[allow(clippy::too_many_arguments)]
+pub fn kreg_launch_at(
+    q: &Queue,
+    w: &WeightView,        // (n_out, n_in), ggml type w.type_id
+    x: &DeviceBuffer<f32>, // (>= x_row0 + t, n_in)
+    x_row0: usize,
+    y: &mut DeviceBuffer<f32>, // (>= y_row0 + t, n_out)
+    y_row0: usize,
     t: usize,
     g: &Geometry,
 ) -> Result<()> {
@@ -201,8 +219,8 @@ pub fn kreg_launch(
     {
         return Err(shape(format!("bad geometry {g:?} for n_in {}", w.n_in)));
     }
-    check_act(what, "x", x, t, w.n_in)?;
-    check_act(what, "y", y, t, w.n_out)?;
+    check_act(what, "x", x, x_row0 + t, w.n_in)?;
+    check_act(what, "y", y, y_row0 + t, w.n_out)?;
     // format() is Some: kreg_declines returned None above
     let (name, _) = format(w.type_id).ok_or_else(|| shape("not a KREG format".into()))?;
     let k = kernel(q, name, w.type_id, g, (w.n_in / 256).div_ceil(g.nsg))?;
@@ -212,8 +230,8 @@ pub fn kreg_launch(
         NdRange::groups(groups, g.nsg * SG),
         &[
             Arg::buf_at(w.buf, w.offset),
-            Arg::buf(x),
-            Arg::buf(y),
+            Arg::buf_at(x, x_row0 * w.n_in),
+            Arg::buf_at(y, y_row0 * w.n_out),
             Arg::i32(w.n_in as i32),
             Arg::i32(w.n_out as i32),
             Arg::i32(t as i32),

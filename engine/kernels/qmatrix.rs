@@ -53,7 +53,11 @@ pub fn cfg_name(type_id: u32) -> Option<&'static str> {
 /// process floats in 32-element pseudo-blocks, so their n_in must be a multiple of 32).
 pub fn kernel_block(type_id: u32) -> Result<(usize, usize)> {
     let (elems, bytes) = quant::block_info(type_id)?;
-    Ok(if elems == 1 { (32, 32 * bytes) } else { (elems, bytes) })
+    Ok(if elems == 1 {
+        (32, 32 * bytes)
+    } else {
+        (elems, bytes)
+    })
 }
 
 /// A weight matrix in device memory: GGUF bytes unchanged, shape (n_out, n_in), each row
@@ -137,7 +141,10 @@ impl WeightView<'_> {
             )));
         }
         if self.n_in > i32::MAX as usize || self.n_out > i32::MAX as usize {
-            return Err(shape(format!("({}, {}) is too large", self.n_out, self.n_in)));
+            return Err(shape(format!(
+                "({}, {}) is too large",
+                self.n_out, self.n_in
+            )));
         }
         let bytes = quant::bytes_for(self.type_id, self.n_out * self.n_in)?;
         if self.offset % 4 != 0 || self.offset + bytes > self.buf.len() {
@@ -154,11 +161,21 @@ impl WeightView<'_> {
 }
 
 /// Checks an activation buffer holds `rows` rows of `n` f32.
-pub(crate) fn check_act(what: &str, arg: &str, b: &DeviceBuffer<f32>, rows: usize, n: usize) -> Result<()> {
+pub(crate) fn check_act(
+    what: &str,
+    arg: &str,
+    b: &DeviceBuffer<f32>,
+    rows: usize,
+    n: usize,
+) -> Result<()> {
     if b.len() < rows * n {
         return Err(MatrixError::Shape {
             what: what.to_string(),
-            message: format!("{arg} holds {} floats, needs ({rows}, {n}) = {}", b.len(), rows * n),
+            message: format!(
+                "{arg} holds {} floats, needs ({rows}, {n}) = {}",
+                b.len(),
+                rows * n
+            ),
         });
     }
     Ok(())
@@ -166,7 +183,7 @@ pub(crate) fn check_act(what: &str, arg: &str, b: &DeviceBuffer<f32>, rows: usiz
 
 /// Geometry baked into the modules (must match the kernels' CFG_ defaults or options).
 pub(crate) const MMVQ_ROWS_PER_GROUP: usize = 4; // CFG_NSG sub-groups of 16, one row each
-pub(crate) const MATMUL_ROWS: usize = 16; // CFG_RT
+pub(crate) const MATMUL_ROWS: usize = 16; // one work-group of 16 lanes, lane = row
 pub(crate) const SG: usize = 16;
 
 /// The two kernel families over the shared format traits.

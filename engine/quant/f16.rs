@@ -10,11 +10,17 @@ pub struct F16;
 /// bitwise like gguf-py for every bit pattern.
 #[inline]
 pub fn f16_bits_to_f32(h: u16) -> f32 {
-    if h & 0x7C00 == 0x7C00 && h & 0x03FF != 0 {
-        let sign = ((h & 0x8000) as u32) << 16;
-        return f32::from_bits(sign | 0x7F80_0000 | (((h & 0x03FF) as u32) << 13));
+    let sign = ((h & 0x8000) as u32) << 16;
+    let exp = ((h >> 10) & 0x1F) as u32;
+    let man = (h & 0x03FF) as u32;
+    match exp {
+        // zero and subnormals: man * 2^-24 is exact in f32
+        0 => f32::from_bits(sign | (man as f32 * 2f32.powi(-24)).to_bits()),
+        // infinities and NaNs, payload shifted into place unchanged
+        31 => f32::from_bits(sign | 0x7F80_0000 | (man << 13)),
+        // normal: rebias the exponent from 15 to 127
+        _ => f32::from_bits(sign | ((exp + 112) << 23) | (man << 13)),
     }
-    half::f16::from_bits(h).to_f32()
 }
 
 impl QuantFormat for F16 {

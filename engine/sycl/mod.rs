@@ -18,6 +18,7 @@
 //! See docs/sycl.md.
 
 pub mod buffer;
+pub mod card;
 pub mod context;
 pub mod device;
 pub mod error;
@@ -29,6 +30,7 @@ pub mod reduce_ref;
 pub mod runtime;
 
 pub use buffer::{copy_across, DeviceBuffer, DevicePod, HostBuffer, UsmKind};
+pub use card::Card;
 pub use context::{Context, Event, Profile, Queue};
 pub use device::{
     cpu_device, default_device, devices, platforms, Device, DeviceInfo, DeviceType, Platform,

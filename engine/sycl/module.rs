@@ -259,7 +259,7 @@ impl<'a> Arg<'a> {
     pub fn buf<T: Copy>(b: &'a DeviceBuffer<T>) -> Arg<'a> {
         Self::buf_at(b, 0)
     }
-    /// A pointer `offset` elements into a buffer (clamped to its end is NOT done: must be <= len).
+    /// A pointer `offset` elements into a buffer (an offset past the end is clamped to the end).
     pub fn buf_at<T: Copy>(b: &'a DeviceBuffer<T>, offset: usize) -> Arg<'a> {
         let offset = offset.min(b.len());
         Arg {

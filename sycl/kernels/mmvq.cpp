@@ -4,7 +4,7 @@
 //
 // One 16-lane sub-group per weight row; lane l owns elements l + 16k of every block (see
 // qformats.hpp), decodes them once per block and applies them to all T activation rows. Each
-// column t has its own accumulator updated by the same fma sequence whatever T is, then one
+// column t has its own two fma chains (even / odd k), the same sequence whatever T is, then one
 // reduce_over_group: a T-column call is bitwise T one-column calls.
 // Activations stay f32 (no Q8_1 re-quantisation): the CPU device has no fast int8 dot, and the
 // parity reference is then just the dequantized weights times the very same f32 inputs.

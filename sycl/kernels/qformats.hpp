@@ -205,11 +205,14 @@ static inline void decode(const uint8_t *blk, int lane, float *w) {
 #define QK 256
 #define BLOCK_BYTES 136
 static inline int kq_iq4nl(int i) {
-  // codebook as two 64-bit words: a per-lane variable shift, not a table gather
-  const uint64_t lo = 0xF6EADDCFBFAD9881ull;  // -127 -104 -83 -65 -49 -35 -22 -10
-  const uint64_t hi = 0x7159453526190D01ull;  // 1 13 25 38 53 69 89 113
-  const uint64_t word = (i & 8) ? hi : lo;
-  return (int)(int8_t)(uint8_t)(word >> (8 * (i & 7)));
+  // codebook as four 32-bit words: two selects and a per-lane variable shift, not a table
+  // gather (and 32-bit, not 64-bit, lanes: one vector register per op)
+  const uint32_t w0 = 0xBFAD9881u;  // -127 -104 -83 -65
+  const uint32_t w1 = 0xF6EADDCFu;  //  -49  -35 -22 -10
+  const uint32_t w2 = 0x26190D01u;  //    1   13  25  38
+  const uint32_t w3 = 0x71594535u;  //   53   69  89 113
+  const uint32_t word = (i & 8) ? ((i & 4) ? w3 : w2) : ((i & 4) ? w1 : w0);
+  return (int)(int8_t)(uint8_t)(word >> (8 * (i & 3)));
 }
 static inline void decode(const uint8_t *blk, int lane, float *w) {
   const float d = kq_h2f(blk);

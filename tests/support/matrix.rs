@@ -23,7 +23,7 @@ pub const FORMATS: &[(&str, u32)] = &[
 
 pub fn setup() -> (Context, Queue, MatrixKernels) {
     let dev = sycl::default_device().expect("a SYCL device (see `strata devices`)");
-    let ctx = Context::new(&[dev.clone()]).expect("SYCL context");
+    let ctx = Context::new(std::slice::from_ref(&dev)).expect("SYCL context");
     let q = ctx.queue(&dev).expect("SYCL queue");
     let k = MatrixKernels::new(&ctx);
     (ctx, q, k)
