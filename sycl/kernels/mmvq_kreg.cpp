@@ -243,11 +243,12 @@ __attribute__((always_inline)) void mmvq_kreg(const uint8_t *w,  // (n_out, n_in
             const int row = r0 + r < n_out ? r0 + r : n_out - 1;
             kr_chunk(blk0 + (size_t)row * row_bytes, lane, tab, c, wv[r]);
           }
+          // the column guard outside the element loop: one uniform branch per 4 * CFG_R fmas
 #pragma unroll
-          for (int m = 0; m < 4; ++m) {
+          for (int t = 0; t < CFG_TMAX; ++t) {
+            if (t < T) {
 #pragma unroll
-            for (int t = 0; t < CFG_TMAX; ++t) {
-              if (t < T) {
+              for (int m = 0; m < 4; ++m) {
                 const float xv = xr[t][j * KR_EPL + KR_K(c, m)];
 #pragma unroll
                 for (int r = 0; r < CFG_R; ++r) acc[r][t] = sycl::fma(wv[r][m], xv, acc[r][t]);
