@@ -83,8 +83,9 @@ pub struct Geometry {
 const PART_FLOATS: usize = 8192;
 
 impl Geometry {
-    /// The geometry KREG uses for a (type, n_in) matrix at `t` columns: `rows` and `tiles` from
-    /// the sweep of `strata parity mmvq-kreg --sweep` on the CPU device (docs/flags.md).
+    /// The geometry KREG uses for a (type, n_in) matrix at `t` columns. The rows table is
+    /// provisional (docs/flags.md): `strata parity mmvq-kreg --sweep` prints the grid to pick
+    /// it from on a quiet machine.
     pub fn choose(type_id: u32, n_in: usize, t: usize) -> Geometry {
         let nb = n_in / 256;
         let nsg = nb.div_ceil(KREG_XB).max(1).next_power_of_two();
