@@ -45,6 +45,8 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Teacher-forced mean NLL and perplexity of a text file.
     Nll(cmd::nll::Args),
+    /// Kernel-family parity self-tests and micro-benchmarks (`strata parity mmvq-kreg --selftest`).
+    Parity(cmd::parity::Args),
 }
 
 fn main() {
@@ -54,6 +56,7 @@ fn main() {
     let result = match cli.command {
         Some(Command::Devices(a)) => cmd::devices::run(a),
         Some(Command::Inspect(a)) => cmd::inspect::run(a),
+        Some(Command::Parity(a)) => cmd::parity::run(a),
         Some(Command::Engine(a)) => cmd::engine::run(a),
         Some(Command::Tokenize(a)) => cmd::tokenize::run(a),
         Some(Command::Run(a)) => cmd::run::run(a),

@@ -5,5 +5,6 @@ pub mod engine;
 pub mod engine_args;
 pub mod inspect;
 pub mod nll;
+pub mod parity;
 pub mod run;
 pub mod tokenize;

@@ -44,6 +44,9 @@ impl MatrixKernels {
         }
         check_act(what, "x", x, x_row0 + t, w.n_in)?;
         check_act(what, "y", y, y_row0 + t, w.n_out)?;
+        if super::mmvq_kreg::try_kreg(q, w, x, x_row0, y, y_row0, t)? {
+            return Ok(()); // STRATA_MMVQ_KREG=1 and KREG took the matrix (docs/flags.md)
+        }
         let k = self.kernel(w.type_id, Family::Mmvq, what)?;
         let groups = w.n_out.div_ceil(MMVQ_ROWS_PER_GROUP);
         q.launch(

@@ -3,6 +3,7 @@
 
 pub mod matmul;
 pub mod mmvq;
+pub mod mmvq_kreg;
 pub mod qmatrix;
 
 pub use qmatrix::{matrix_ref, Family, MatrixError, MatrixKernels, QuantMatrix, WeightView};

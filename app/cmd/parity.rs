@@ -1,0 +1,55 @@
+//! `strata parity <family> --selftest | --bench | --sweep`: kernel-family parity checks and
+//! micro-benchmarks through the real SYCL device. One file per family under `parity/`; add a
+//! `Family` variant and a match arm per new family (gr-q8, gr-fused, ...).
+
+mod mmvq_kreg;
+
+use anyhow::{bail, Result};
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Family {
+    /// The KREG mmvq kernels (STRATA_MMVQ_KREG=1) against the default mmvq kernels.
+    MmvqKreg,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Kernel family to check.
+    #[arg(value_enum)]
+    family: Family,
+    /// Run the parity self-test; prints `PASS n/N` and fails unless every check passes.
+    #[arg(long)]
+    selftest: bool,
+    /// Microseconds per call, default -> family, at the family's benchmark shapes.
+    #[arg(long)]
+    bench: bool,
+    /// Sweep the family's launch geometry (how its built-in choices were made).
+    #[arg(long)]
+    sweep: bool,
+    /// Timed repetitions per figure (the median is printed).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if !(a.selftest || a.bench || a.sweep) {
+        bail!(
+            "strata parity {:?}: pass --selftest, --bench or --sweep",
+            a.family
+        );
+    }
+    match a.family {
+        Family::MmvqKreg => {
+            if a.selftest {
+                mmvq_kreg::selftest()?;
+            }
+            if a.bench {
+                mmvq_kreg::bench(a.reps)?;
+            }
+            if a.sweep {
+                mmvq_kreg::sweep(a.reps)?;
+            }
+        }
+    }
+    Ok(())
+}
