@@ -33,8 +33,15 @@ impl EngineArgs {
     }
 
     pub fn load(&self) -> Result<(PathBuf, Engine)> {
+        self.load_on(false)
+    }
+
+    /// `load` on a profiling queue when `profiling` (per-kernel timestamps, `Queue::trace_*`).
+    pub fn load_on(&self, profiling: bool) -> Result<(PathBuf, Engine)> {
         let path = self.model_path()?;
-        let card = Card::default_card().context("opening the SYCL device")?;
+        let card = strata::sycl::default_device()
+            .and_then(|d| Card::on(d, profiling))
+            .context("opening the SYCL device")?;
         let opts = EngineOptions {
             n_ctx: self.ctx,
             chunk: self.chunk,

@@ -1,8 +1,8 @@
 //! One file per subcommand: its clap `Args` and its `run`.
-pub mod devices;
-pub mod inspect;
-pub mod tokenize;
 pub mod bench;
+pub mod devices;
 pub mod engine_args;
+pub mod inspect;
 pub mod nll;
 pub mod run;
+pub mod tokenize;

@@ -247,6 +247,11 @@ impl Engine {
         })
     }
 
+    /// The queue every kernel of this engine runs on (e.g. for `trace_begin`).
+    pub fn queue(&self) -> &Queue {
+        &self.card.queue
+    }
+
     pub fn config(&self) -> &ModelConfig {
         &self.cfg
     }
