@@ -4,6 +4,7 @@
 pub mod matmul;
 pub mod mmvq;
 pub mod qmatrix;
+pub mod tiled;
 
 pub use qmatrix::{matrix_ref, Family, MatrixError, MatrixKernels, QuantMatrix, WeightView};
 

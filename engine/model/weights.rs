@@ -48,6 +48,8 @@ pub struct Weights {
     pub embd_type: EmbedType,
     pub embd_type_id: u32,
     pub output: Option<QuantMatrix>, // (n_vocab, n_embd); None = tied to embd
+    /// The tied head (embd) repacked for mmvq (kernels/tiled.rs), when its format has a layout.
+    pub head_tiled: Option<DeviceBuffer<u8>>,
     pub output_norm: DeviceBuffer<f32>, // (n_embd)
     pub layers: Vec<LayerWeights>,
     pub bytes: usize,
@@ -64,6 +66,7 @@ impl Weights {
                 type_id: self.embd_type_id,
                 n_out: cfg.n_vocab,
                 n_in: cfg.n_embd,
+                tiled: self.head_tiled.as_ref(),
             },
         }
     }
@@ -86,15 +89,9 @@ impl Weights {
                     });
                 }
                 let data = g.tensor_data(info)?;
-                bytes += data.len();
-                Ok(QuantMatrix::upload(
-                    q,
-                    name,
-                    info.ggml_type.id(),
-                    n_out,
-                    n_in,
-                    data,
-                )?)
+                let m = QuantMatrix::upload(q, name, info.ggml_type.id(), n_out, n_in, data)?;
+                bytes += m.device_bytes();
+                Ok(m)
             };
         let mut vbytes = 0usize;
         let mut vector = |name: &str, n: usize| -> Result<DeviceBuffer<f32>, EngineError> {
@@ -180,9 +177,17 @@ impl Weights {
             });
         }
         let embd = q.upload(data)?;
-        let total = bytes + vbytes + data.len();
+        let head_tiled = match output {
+            Some(_) => None,
+            None => match crate::kernels::tiled::tile(embd_type_id, data, cfg.n_vocab, e) {
+                Some(t) => Some(q.upload(&t)?),
+                None => None,
+            },
+        };
+        let total = bytes + vbytes + data.len() + head_tiled.as_ref().map_or(0, |t| t.len());
         Ok(Weights {
             embd,
+            head_tiled,
             embd_type,
             embd_type_id,
             output,

@@ -58,6 +58,8 @@ macro_rules! source_qformats {
 }
 pub const MMVQ: KernelSource = source_qformats!("mmvq");
 pub const MATMUL: KernelSource = source_qformats!("matmul");
+/// mmvq on weights repacked one lane per row (engine/kernels/tiled.rs).
+pub const MMVQ_TILED: KernelSource = source!("mmvq_tiled");
 
 /// Every kernel source, for tools that build them all (`strata devices --build-kernels`).
 pub const ALL: &[&KernelSource] = &[
