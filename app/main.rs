@@ -35,6 +35,8 @@ enum Command {
     Devices(cmd::devices::Args),
     /// Show a GGUF file's architecture, hyper-parameters, tokenizer and tensors.
     Inspect(cmd::inspect::Args),
+    /// The inference engine process (JSON lines on stdin/stdout; run by the TUI).
+    Engine(cmd::engine::Args),
     /// Tokenize text (or a chat prompt) with a model's tokenizer, or decode ids.
     Tokenize(cmd::tokenize::Args),
     /// Generate text from a prompt (streams to stdout, stats on stderr).
@@ -52,6 +54,7 @@ fn main() {
     let result = match cli.command {
         Some(Command::Devices(a)) => cmd::devices::run(a),
         Some(Command::Inspect(a)) => cmd::inspect::run(a),
+        Some(Command::Engine(a)) => cmd::engine::run(a),
         Some(Command::Tokenize(a)) => cmd::tokenize::run(a),
         Some(Command::Run(a)) => cmd::run::run(a),
         Some(Command::Bench(a)) => cmd::bench::run(a),

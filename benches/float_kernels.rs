@@ -52,7 +52,10 @@ fn main() -> Result<()> {
     ] {
         let attn = Attention::new(ctx, hd)?;
         let (kc, vc) = (cache(nkv * n_ctx * hd)?, cache(nkv * n_ctx * hd)?);
-        for (p0, t) in [(100, 1), (4000, 1), (4000, 8), (8000, 1)] {
+        for (p0, t) in [100, 1000, 4000, 8000]
+            .into_iter()
+            .flat_map(|p| [(p, 1usize), (p, 5)])
+        {
             let pos: Vec<i32> = (p0..p0 + t as i32).collect();
             let pd = q.upload(&pos)?;
             let qd = filled(t * nh * hd, 0.1)?;

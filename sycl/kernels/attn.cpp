@@ -1,4 +1,4 @@
-// Causal grouped-query attention over the f16 KV cache, for T query rows.
+// Causal grouped-query attention over the f16 KV cache, for T query rows (split-K, two kernels).
 //   q:   (T, n_head * CFG_HD) f32, already roped (and QK-normed for Gemma)
 //   kc, vc: (n_kv_head, n_ctx, CFG_HD) f16; the rows' own keys must already be stored
 //   pos: (T) i32, the position of each query row
@@ -7,12 +7,18 @@
 // lo = window > 0 ? max(0, pos[t] - window + 1) : 0 (i.e. pos_q - pos_k < window).
 // score_j = scale * dot(q, k_j); out = sum_j softmax(score)_j * v_j.
 //
-// One 16-lane sub-group (= one work-group) per (t, h): launch nd_range<1>{T * n_head * 16, 16}.
-// Lane l owns head elements l, l+16, ... (CFG_HD / 16 of them). Keys go in blocks of 16 starting
-// at lo; per block: 16 scores (lane partial dots + a fixed sub-group tree), an online-softmax
-// update (running max m, running sum l), then the V accumulation in key order. Everything depends
-// only on (pos[t], window, q row, cache): a row's result is bitwise the same whatever T is.
-// Not built with -ffast-math (exp of -inf must stay 0; the order above must not be reassociated).
+// The key axis is cut into fixed chunks of CFG_C keys at absolute positions [c*C, c*C + C)
+// ("flash decoding"). attn_part computes, for every (row, head, chunk) that meets the row's key
+// range, the chunk's max score m_c, sum l_c = sum exp(s - m_c) and unnormalised acc_c =
+// sum exp(s - m_c) v; attn_combine folds the chunks of a (row, head) in chunk order. The chunk
+// boundaries and every summation order depend only on (pos[t], window, q row, cache), never on
+// T or on which work-group handled a chunk: a row's result is bitwise the same whatever T is.
+//
+// Vectorisation (see docs/kernels.md, "Attention speed"): lanes = head dims for the loads (a K or
+// V row is `uniform_ptr + e*16 + lane`, one vector load + f16 widening per 16 elements); the 16
+// per-key lane partials of a block of 16 keys are reduced by a transposing butterfly (15 xor
+// permutes instead of 16 full sub-group reductions) that leaves key j0 + l's score in lane l.
+// Not built with -ffast-math (exp of -inf must stay 0; the orders above must not be reassociated).
 #include <sycl/sycl.hpp>
 namespace syclext = sycl::ext::oneapi;
 namespace syclexp = sycl::ext::oneapi::experimental;
@@ -21,71 +27,165 @@ namespace syclexp = sycl::ext::oneapi::experimental;
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
       SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
 
-// head_dim, a multiple of 16; the launcher always sets it (the default only lets tools that build
+// head_dim, a multiple of 16; the launcher always sets it (the defaults only let tools that build
 // every source without options compile this one)
 #ifndef CFG_HD
 #define CFG_HD 64
 #endif
+// keys per chunk, a multiple of 16 (the launcher sets it; part of the bitwise contract)
+#ifndef CFG_C
+#define CFG_C 128
+#endif
 static_assert(CFG_HD % 16 == 0, "CFG_HD must be a multiple of 16");
+static_assert(CFG_C % 16 == 0, "CFG_C must be a multiple of 16");
 #define CFG_E (CFG_HD / 16)
+#define CFG_NB (CFG_C / 16)
+// one partial record: acc (CFG_HD floats), then m and l; padded to keep records 64-byte aligned
+#define CFG_R (CFG_HD + 16)
 
-STRATA_KERNEL void attn_f16kv(const float *q,          // (T, n_head * CFG_HD)
-                        const sycl::half *kc,    // (n_kv_head, n_ctx, CFG_HD)
-                        const sycl::half *vc,    // (n_kv_head, n_ctx, CFG_HD)
-                        const int32_t *pos,      // (T)
-                        float *out,              // (T, n_head * CFG_HD)
-                        int n_head, int n_kv_head, int n_ctx, int window, float scale) {
+// Integer min/max as plain ternaries: the CPU vectoriser treats the result of a sycl::min/max/clamp
+// call as varying across lanes, which turned the key loops into per-lane masked scalar loads.
+static inline int imin(int a, int b) { return a < b ? a : b; }
+static inline int imax(int a, int b) { return a > b ? a : b; }
+static inline float fmax_u(float a, float b) { return a > b ? a : b; }
+static inline int row_lo(int p, int window) { return window > 0 ? imax(0, p - window + 1) : 0; }
+
+// One butterfly stage: pairs (a, b) become one vector; lanes with `mask` set carry b's keys.
+static inline float bfly(sycl::sub_group sg, int lane, int mask, float a, float b) {
+  const bool hi = (lane & mask) != 0;
+  const float keep = hi ? b : a, send = hi ? a : b;
+  return keep + sycl::permute_group_by_xor(sg, send, mask);
+}
+
+// grid: n_kv_head * n_slices work-groups of 16; group (kvh, s) handles chunks s, s + n_slices, ...
+// part: (T, n_head, n_chunks, CFG_R) f32, n_chunks = ceil(n_ctx / CFG_C)
+STRATA_KERNEL void attn_part(const float *q,          // (T, n_head * CFG_HD)
+                             const sycl::half *kc,    // (n_kv_head, n_ctx, CFG_HD)
+                             const sycl::half *vc,    // (n_kv_head, n_ctx, CFG_HD)
+                             const int32_t *pos,      // (T)
+                             float *part,             // (T, n_head, n_chunks, CFG_R)
+                             int T, int n_head, int n_kv_head, int n_ctx, int window, float scale,
+                             int n_slices) {
+  auto it = syclext::this_work_item::get_nd_item<1>();
+  auto sg = it.get_sub_group();
+  static syclexp::work_group_static<float[16]> pk_mem; // the 16 weights of a block, for broadcast
+  float(&pk)[16] = pk_mem;
+  const int lane = (int)sg.get_local_id()[0];
+  const int g = (int)it.get_group(0);
+  const int kvh = g / n_slices, slice = g % n_slices;
+  const int group = n_head / n_kv_head;
+  const int n_chunks = (n_ctx + CFG_C - 1) / CFG_C;
+  const sycl::half *kh = kc + (size_t)kvh * n_ctx * CFG_HD;
+  const sycl::half *vh = vc + (size_t)kvh * n_ctx * CFG_HD;
+  const float ninf = -std::numeric_limits<float>::infinity();
+
+  for (int c = slice; c < n_chunks; c += n_slices) {
+    const int c0 = c * CFG_C;
+    for (int t = 0; t < T; t++) {
+      const int p = pos[t];
+      if (p < 0 || p >= n_ctx) continue;
+      const int lo = row_lo(p, window);
+      if (c0 > p || c0 + CFG_C - 1 < lo) continue;
+      for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+        const float *qr = q + ((size_t)t * n_head + h) * CFG_HD;
+        float qv[CFG_E];
+#pragma unroll
+        for (int e = 0; e < CFG_E; e++) qv[e] = qr[e * 16 + lane];
+        // scores: lane l of s[b] holds key c0 + 16 b + l (-inf outside [lo, p])
+        float s[CFG_NB];
+        float mx = ninf;
+        for (int b = 0; b < CFG_NB; b++) {
+          const int j0 = c0 + b * 16;
+          if (j0 > p || j0 + 15 < lo) {
+            s[b] = ninf;
+            continue;
+          }
+          float P[16];
+#pragma unroll
+          for (int k = 0; k < 16; k++) {
+            // rows outside [lo, p] may be unwritten or past n_ctx: read a valid row, mask later
+            const int row = imin(imax(j0 + k, lo), p);
+            const sycl::half *kr = kh + (size_t)row * CFG_HD;
+            float acc = 0.0f;
+#pragma unroll
+            for (int e = 0; e < CFG_E; e++) acc += qv[e] * (float)kr[e * 16 + lane];
+            P[k] = acc;
+          }
+#pragma unroll
+          for (int k = 0; k < 8; k++) P[k] = bfly(sg, lane, 8, P[k], P[k + 8]);
+#pragma unroll
+          for (int k = 0; k < 4; k++) P[k] = bfly(sg, lane, 4, P[k], P[k + 4]);
+#pragma unroll
+          for (int k = 0; k < 2; k++) P[k] = bfly(sg, lane, 2, P[k], P[k + 2]);
+          const float dot = bfly(sg, lane, 1, P[0], P[1]);
+          const int j = j0 + lane;
+          const float sv = (j >= lo && j <= p) ? dot * scale : ninf;
+          s[b] = sv;
+          mx = sycl::max(mx, sv);
+        }
+        const float m = sycl::reduce_over_group(sg, mx, sycl::maximum<float>());
+        float lsum = 0.0f, acc[CFG_E];
+#pragma unroll
+        for (int e = 0; e < CFG_E; e++) acc[e] = 0.0f;
+        for (int b = 0; b < CFG_NB; b++) {
+          const int j0 = c0 + b * 16;
+          if (j0 > p || j0 + 15 < lo) continue;
+          const float w = sycl::exp(s[b] - m); // 0 for masked keys
+          lsum += w;
+          sycl::group_barrier(sg); // pk is reused: the previous block's reads are done
+          pk[lane] = w;
+          sycl::group_barrier(sg);
+          const int k0 = imax(lo - j0, 0), k1 = imin(p - j0, 15);
+          for (int k = k0; k <= k1; k++) {
+            const float wk = pk[k];
+            const sycl::half *vr = vh + (size_t)(j0 + k) * CFG_HD;
+#pragma unroll
+            for (int e = 0; e < CFG_E; e++) acc[e] += wk * (float)vr[e * 16 + lane];
+          }
+        }
+        const float l = sycl::reduce_over_group(sg, lsum, sycl::plus<float>());
+        float *rec = part + (((size_t)t * n_head + h) * n_chunks + c) * CFG_R;
+#pragma unroll
+        for (int e = 0; e < CFG_E; e++) rec[e * 16 + lane] = acc[e];
+        if (lane == 0) {
+          rec[CFG_HD] = m;
+          rec[CFG_HD + 1] = l;
+        }
+      }
+    }
+  }
+}
+
+// grid: T * n_head work-groups of 16, one per (t, h); lane l owns head elements l, l + 16, ...
+STRATA_KERNEL void attn_combine(const float *part,   // (T, n_head, n_chunks, CFG_R)
+                                const int32_t *pos,  // (T)
+                                float *out,          // (T, n_head * CFG_HD)
+                                int n_head, int n_ctx, int window) {
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
   const int lane = (int)sg.get_local_id()[0];
-  const size_t g = it.get_group(0); // (t, h)
-  const int t = (int)(g / n_head), h = (int)(g % n_head);
-  const int kvh = h / (n_head / n_kv_head);
-  const float *qr = q + g * CFG_HD;
+  const size_t g = it.get_group(0); // t * n_head + h
+  const int t = (int)(g / n_head);
+  const int n_chunks = (n_ctx + CFG_C - 1) / CFG_C;
   float *orow = out + g * CFG_HD;
   const int p = pos[t];
   if (p < 0 || p >= n_ctx) {
     for (int e = 0; e < CFG_E; e++) orow[e * 16 + lane] = std::numeric_limits<float>::quiet_NaN();
     return;
   }
-  const int lo = window > 0 ? sycl::max(0, p - window + 1) : 0;
-  const sycl::half *kh = kc + (size_t)kvh * n_ctx * CFG_HD;
-  const sycl::half *vh = vc + (size_t)kvh * n_ctx * CFG_HD;
-
-  float qv[CFG_E], acc[CFG_E];
+  const int ca = row_lo(p, window) / CFG_C, cb = p / CFG_C;
+  const float *recs = part + g * n_chunks * CFG_R;
+  float m = -std::numeric_limits<float>::infinity();
+  for (int c = ca; c <= cb; c++) m = fmax_u(m, recs[(size_t)c * CFG_R + CFG_HD]);
+  float l = 0.0f, acc[CFG_E];
 #pragma unroll
-  for (int e = 0; e < CFG_E; e++) {
-    qv[e] = qr[e * 16 + lane];
-    acc[e] = 0.0f;
-  }
-  const float ninf = -std::numeric_limits<float>::infinity();
-  float m = ninf, l = 0.0f;
-  for (int j0 = lo; j0 <= p; j0 += 16) {
-    const int nk = sycl::min(16, p - j0 + 1);
-    // lane kk ends up holding the score of key j0 + kk
-    float s_mine = ninf;
-    for (int kk = 0; kk < nk; kk++) {
-      const sycl::half *kr = kh + (size_t)(j0 + kk) * CFG_HD;
-      float part = 0.0f;
+  for (int e = 0; e < CFG_E; e++) acc[e] = 0.0f;
+  for (int c = ca; c <= cb; c++) {
+    const float *rec = recs + (size_t)c * CFG_R;
+    const float w = sycl::exp(rec[CFG_HD] - m);
+    l += rec[CFG_HD + 1] * w;
 #pragma unroll
-      for (int e = 0; e < CFG_E; e++) part += qv[e] * (float)kr[e * 16 + lane];
-      const float s = sycl::reduce_over_group(sg, part, sycl::plus<float>()) * scale;
-      if (lane == kk) s_mine = s;
-    }
-    const float bm = sycl::reduce_over_group(sg, s_mine, sycl::maximum<float>());
-    const float m_new = sycl::max(m, bm);
-    const float corr = sycl::exp(m - m_new); // 0 on the first block (m = -inf)
-    const float pr = sycl::exp(s_mine - m_new); // 0 for lanes past the last key
-    l = l * corr + sycl::reduce_over_group(sg, pr, sycl::plus<float>());
-#pragma unroll
-    for (int e = 0; e < CFG_E; e++) acc[e] *= corr;
-    for (int kk = 0; kk < nk; kk++) {
-      const float pk = sycl::group_broadcast(sg, pr, kk);
-      const sycl::half *vr = vh + (size_t)(j0 + kk) * CFG_HD;
-#pragma unroll
-      for (int e = 0; e < CFG_E; e++) acc[e] += pk * (float)vr[e * 16 + lane];
-    }
-    m = m_new;
+    for (int e = 0; e < CFG_E; e++) acc[e] += rec[e * 16 + lane] * w;
   }
   const float inv = 1.0f / l;
 #pragma unroll

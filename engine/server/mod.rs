@@ -1,0 +1,319 @@
+//! The engine process (`strata engine`): JSON-line requests on stdin, events on stdout, exactly as
+//! docs/protocol.md says. The calling thread reads requests; a worker thread owns the model and
+//! runs loads and generations, so `cancel` and `stats` are answered while a generation runs.
+//! Nothing but events goes to stdout; diagnostics go to stderr.
+
+pub mod decode;
+pub mod flags;
+pub mod out;
+pub mod session;
+
+use crate::protocol::{
+    decode_request, Devices, EngineError, Event, Hello, Request, Sampling, PROTOCOL_VERSION,
+};
+use decode::{failed_turn, GenJob};
+pub use out::Out;
+use session::Session;
+use std::io::BufRead;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// After `shutdown`/EOF, how long to wait for the worker to stop (it checks the cancel flag between
+/// windows; a load in progress is not interruptible and is abandoned).
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+enum Job {
+    Load(crate::protocol::Load),
+    Generate(GenJob),
+}
+
+/// State both threads see.
+struct Shared {
+    /// What `stats` answers with: the memory use changes only at load time.
+    devices: Mutex<Devices>,
+    /// The generation the worker owns (queued or running) and its cancel flag.
+    current: Mutex<Option<(u64, Arc<AtomicBool>)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means a thread panicked while holding it; the data are plain values.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn error(out: &Out, id: Option<u64>, message: String, fatal: bool) {
+    eprintln!("strata engine: error: {message}");
+    out.emit(&Event::Error(EngineError { id, message, fatal }));
+}
+
+/// Serves requests from `input` until `shutdown` or EOF; returns the process exit status.
+pub fn serve(input: impl BufRead, out: Out) -> i32 {
+    let flags = flags::latched().clone();
+    out.emit(&Event::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        pid: std::process::id(),
+        flags,
+    }));
+    let shared = Arc::new(Shared {
+        devices: Mutex::new(Devices { cards: Vec::new() }),
+        current: Mutex::new(None),
+    });
+    let (tx, rx) = mpsc::channel::<Job>();
+    let worker = {
+        let (out, shared) = (out.clone(), shared.clone());
+        std::thread::Builder::new()
+            .name("engine-worker".into())
+            .spawn(move || worker(rx, out, shared))
+    };
+    let worker = match worker {
+        Ok(w) => w,
+        Err(e) => {
+            error(
+                &out,
+                None,
+                format!("cannot start the worker thread: {e}"),
+                true,
+            );
+            return 1;
+        }
+    };
+    // Defaults a `generate` takes for the sampling fields it omits: the last load's.
+    let mut defaults = Sampling::default();
+    for line in input.lines() {
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => {
+                error(&out, None, format!("reading stdin: {e}"), false);
+                break;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let received = Instant::now();
+        let req = match parse(&line, &defaults) {
+            Ok(r) => r,
+            Err((id, message)) => {
+                error(&out, id, message, false);
+                if let Some(id) = id {
+                    out.emit(&Event::Turn(failed_turn(id)));
+                }
+                continue;
+            }
+        };
+        match req {
+            Request::Load(l) => {
+                defaults = l.sampling.clone();
+                cancel_current(&shared);
+                if tx.send(Job::Load(l)).is_err() {
+                    break;
+                }
+            }
+            Request::Generate(g) => {
+                let mut cur = lock(&shared.current);
+                if let Some((busy, _)) = cur.as_ref() {
+                    let busy = *busy;
+                    drop(cur);
+                    error(
+                        &out,
+                        Some(g.id),
+                        format!("generate {}: generation {busy} is still running", g.id),
+                        false,
+                    );
+                    out.emit(&Event::Turn(failed_turn(g.id)));
+                    continue;
+                }
+                let cancel = Arc::new(AtomicBool::new(false));
+                *cur = Some((g.id, cancel.clone()));
+                drop(cur);
+                let job = GenJob {
+                    req: g,
+                    received,
+                    cancel,
+                };
+                if tx.send(Job::Generate(job)).is_err() {
+                    break;
+                }
+            }
+            Request::Cancel { id } => {
+                if let Some((cur, flag)) = lock(&shared.current).as_ref() {
+                    if *cur == id {
+                        flag.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
+            Request::Stats {} => {
+                let d = lock(&shared.devices).clone();
+                out.emit(&Event::Devices(d));
+            }
+            Request::Shutdown {} => break,
+        }
+    }
+    cancel_current(&shared);
+    drop(tx);
+    let t0 = Instant::now();
+    while !worker.is_finished() && t0.elapsed() < EXIT_GRACE {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if worker.is_finished() {
+        let _ = worker.join();
+    } else {
+        eprintln!("strata engine: the worker is still busy; exiting without it");
+    }
+    0
+}
+
+fn cancel_current(shared: &Shared) {
+    if let Some((_, flag)) = lock(&shared.current).as_ref() {
+        flag.store(true, Ordering::Relaxed);
+    }
+}
+
+/// One request line -> a request, with a `generate`'s missing sampling fields taken from the last
+/// load. The error carries the `generate` id when the line names one, so that turn can be ended.
+fn parse(line: &str, defaults: &Sampling) -> Result<Request, (Option<u64>, String)> {
+    let mut v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+        let shown: String = line.chars().take(200).collect();
+        (None, format!("bad request line (not JSON: {e}): {shown}"))
+    })?;
+    let gen_id = match v.get("type").and_then(|t| t.as_str()) {
+        Some("generate") => v.get("id").and_then(|i| i.as_u64()),
+        _ => None,
+    };
+    if let (Some(_), Some(obj)) = (gen_id, v.as_object_mut()) {
+        let sampling = obj
+            .entry("sampling")
+            .or_insert_with(|| serde_json::json!({}));
+        // serde_json::to_value of a plain struct cannot fail.
+        if let (Some(s), Ok(serde_json::Value::Object(d))) =
+            (sampling.as_object_mut(), serde_json::to_value(defaults))
+        {
+            for (k, val) in d {
+                s.entry(k).or_insert(val);
+            }
+        }
+    }
+    match decode_request(&v.to_string()) {
+        Ok(r) => Ok(r),
+        Err(e) => Err((gen_id, format!("bad request: {}", e.source))),
+    }
+}
+
+fn worker(rx: mpsc::Receiver<Job>, out: Out, shared: Arc<Shared>) {
+    *lock(&shared.devices) = session::idle_devices();
+    let mut session: Option<Session> = None;
+    while let Ok(job) = rx.recv() {
+        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_job(job, &mut session, &out, &shared)
+        }));
+        if res.is_err() {
+            // The model's state is unknown after a panic: end the process so the app restarts a
+            // clean one (the panic message is already on stderr).
+            error(
+                &out,
+                None,
+                "internal error (panic); see the engine log".into(),
+                true,
+            );
+            std::process::exit(101);
+        }
+    }
+}
+
+fn run_job(job: Job, session: &mut Option<Session>, out: &Out, shared: &Shared) {
+    {
+        match job {
+            Job::Load(l) => {
+                // Free the old model's device memory before allocating the new one.
+                *session = None;
+                *lock(&shared.devices) = session::idle_devices();
+                match Session::load(&l, out) {
+                    Ok(s) => {
+                        eprintln!(
+                            "strata engine: loaded {} in {:.0} ms",
+                            s.loaded.model, s.loaded.load_ms
+                        );
+                        out.emit(&Event::Loaded(s.loaded.clone()));
+                        let d = s.devices();
+                        *lock(&shared.devices) = d.clone();
+                        out.emit(&Event::Devices(d));
+                        *session = Some(s);
+                    }
+                    Err(e) => error(out, None, e.to_string(), false),
+                }
+            }
+            Job::Generate(job) => {
+                let id = job.req.id;
+                let turn = match session.as_mut() {
+                    Some(s) => decode::generate(s, &job, out),
+                    None => {
+                        error(
+                            out,
+                            Some(id),
+                            format!("generate {id}: no model is loaded (send load first)"),
+                            false,
+                        );
+                        failed_turn(id)
+                    }
+                };
+                // Free the slot before the turn goes out: the app may answer it with a new
+                // generate at once.
+                *lock(&shared.current) = None;
+                out.emit(&Event::Turn(turn));
+                let d = lock(&shared.devices).clone();
+                out.emit(&Event::Devices(d));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generate_takes_missing_sampling_fields_from_the_load() {
+        let load = Sampling {
+            temperature: 0.0,
+            top_k: 5,
+            seed: Some(9),
+            max_tokens: 33,
+            ..Sampling::default()
+        };
+        let r = parse(
+            r#"{"type":"generate","id":4,"messages":[],"sampling":{"max_tokens":7}}"#,
+            &load,
+        );
+        let Ok(Request::Generate(g)) = r else {
+            panic!("not a generate: {r:?}")
+        };
+        assert_eq!(g.sampling.max_tokens, 7, "the request's own value wins");
+        assert_eq!(
+            (g.sampling.temperature, g.sampling.top_k, g.sampling.seed),
+            (0.0, 5, Some(9))
+        );
+        let Ok(Request::Generate(g)) = parse(r#"{"type":"generate","id":5,"messages":[]}"#, &load)
+        else {
+            panic!("generate without a sampling object")
+        };
+        assert_eq!(g.sampling, load);
+    }
+
+    #[test]
+    fn bad_lines_name_the_problem_and_the_generate_id_when_readable() {
+        let d = Sampling::default();
+        let (id, msg) = parse("{oops", &d).unwrap_err();
+        assert_eq!(id, None);
+        assert!(msg.contains("not JSON") && msg.contains("{oops"), "{msg}");
+        let (id, msg) = parse(r#"{"type":"generate","id":3,"messages":5}"#, &d).unwrap_err();
+        assert_eq!(id, Some(3));
+        assert!(
+            msg.contains("messages") || msg.contains("sequence"),
+            "{msg}"
+        );
+        let (id, msg) = parse(r#"{"type":"warp","id":3}"#, &d).unwrap_err();
+        assert_eq!(id, None);
+        assert!(msg.contains("warp"), "{msg}");
+    }
+}

@@ -1,0 +1,281 @@
+//! A loaded model as the engine process holds it: the device engine, the tokenizer, the chat
+//! template and the facts `loaded`/`devices` report. Loading emits `progress` events: one per
+//! stage as it starts, and the current stage again every [`HEARTBEAT`] while a stage runs long
+//! (uploading weights and building kernels is one library call with no callback).
+
+use super::out::Out;
+use crate::generate::Generator;
+use crate::gguf::Gguf;
+use crate::model::{Engine, EngineOptions, ModelConfig};
+use crate::protocol::{Card as CardOut, Devices, Event, Load, Loaded, MemoryUse, Progress};
+use crate::spec::NgramDrafter;
+use crate::sycl::Card;
+use crate::tokenizer::{ChatTemplate, Tokenizer};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Silence between progress events during a load is at most this long (the protocol promises 5 s).
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
+
+/// Tokens run once after the upload so every kernel geometry the first turn needs is built:
+/// a multi-row prefill chunk (the matmul path, > 8 rows) and a one-row decode step (mmvq).
+const WARMUP_ROWS: usize = 9;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("load {path}: {source}")]
+    Gguf {
+        path: String,
+        source: crate::gguf::GgufError,
+    },
+    #[error("load {path}: {source}")]
+    Config {
+        path: String,
+        source: crate::model::ConfigError,
+    },
+    #[error("load {path}: tokenizer: {source}")]
+    Tokenizer {
+        path: String,
+        source: crate::tokenizer::TokenizerError,
+    },
+    #[error("load {path}: {source}")]
+    Engine {
+        path: String,
+        source: crate::model::EngineError,
+    },
+    #[error("load {path}: no SYCL device: {source}")]
+    Device {
+        path: String,
+        source: crate::sycl::SyclError,
+    },
+    #[error("load {path}: ctx {ctx} is larger than the model's training context {train}")]
+    Ctx {
+        path: String,
+        ctx: u32,
+        train: usize,
+    },
+}
+
+pub struct Session {
+    /// The model engine inside the generation loop (with the n-gram drafter for `spec > 0`).
+    pub gen: Generator,
+    pub tok: Tokenizer,
+    pub template: ChatTemplate,
+    /// The `load` request (its `spec` and `sampling` are the defaults for `generate`).
+    pub load: Load,
+    pub loaded: Loaded,
+    card_name: String,
+}
+
+/// Emits the current stage at once and then every `HEARTBEAT` until dropped.
+struct Ticker {
+    cur: Arc<Mutex<Progress>>,
+    stop: Arc<AtomicBool>,
+    out: Out,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Ticker {
+    fn start(out: &Out) -> Ticker {
+        let cur = Arc::new(Mutex::new(Progress {
+            stage: "start".into(),
+            done: 0,
+            total: 1,
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (c, s, o) = (cur.clone(), stop.clone(), out.clone());
+        let thread = std::thread::spawn(move || {
+            let step = Duration::from_millis(100);
+            let mut since = Duration::ZERO;
+            while !s.load(Ordering::Relaxed) {
+                std::thread::sleep(step);
+                since += step;
+                if since >= HEARTBEAT {
+                    since = Duration::ZERO;
+                    let p = c.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    if !s.load(Ordering::Relaxed) {
+                        o.emit(&Event::Progress(p));
+                    }
+                }
+            }
+        });
+        Ticker {
+            cur,
+            stop,
+            out: out.clone(),
+            thread: Some(thread),
+        }
+    }
+
+    fn stage(&self, stage: &str, done: u64, total: u64) {
+        let p = Progress {
+            stage: stage.into(),
+            done,
+            total,
+        };
+        eprintln!("strata engine: load: {stage} {done}/{total}");
+        *self.cur.lock().unwrap_or_else(|p| p.into_inner()) = p.clone();
+        self.out.emit(&Event::Progress(p));
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Session {
+    /// Loads `req.model` onto the default card, reporting progress on `out`.
+    pub fn load(req: &Load, out: &Out) -> Result<Session, LoadError> {
+        let t0 = Instant::now();
+        let path = req.model.clone();
+        let ticker = Ticker::start(out);
+        const STAGES: u64 = 5;
+        ticker.stage("gguf", 0, STAGES);
+        let g = Gguf::open(&path).map_err(|source| LoadError::Gguf {
+            path: path.clone(),
+            source,
+        })?;
+        let cfg = ModelConfig::from_gguf(&g).map_err(|source| LoadError::Config {
+            path: path.clone(),
+            source,
+        })?;
+        // Protocol: ctx 0 = the model's training context.
+        let n_ctx = if req.ctx == 0 {
+            cfg.n_ctx_train
+        } else if req.ctx as usize > cfg.n_ctx_train {
+            return Err(LoadError::Ctx {
+                path,
+                ctx: req.ctx,
+                train: cfg.n_ctx_train,
+            });
+        } else {
+            req.ctx as usize
+        };
+        ticker.stage("tokenizer", 1, STAGES);
+        let tok = Tokenizer::from_gguf_path(&path).map_err(|source| LoadError::Tokenizer {
+            path: path.clone(),
+            source,
+        })?;
+        let template = ChatTemplate::from_tokenizer(&tok);
+        ticker.stage("device", 2, STAGES);
+        if let Some(n) = req.devices.split_cpu {
+            // The model engine places a model on one card; splitting the CPU would only give it a
+            // fraction of the cores.
+            eprintln!(
+                "strata engine: split_cpu = {n} requested; the model runs on one card (the whole device)"
+            );
+        }
+        let card = Card::default_card().map_err(|source| LoadError::Device {
+            path: path.clone(),
+            source,
+        })?;
+        let info = card.device.info().map_err(|source| LoadError::Device {
+            path: path.clone(),
+            source,
+        })?;
+        ticker.stage("weights+kernels", 3, STAGES);
+        let opts = EngineOptions {
+            n_ctx,
+            ..EngineOptions::default()
+        };
+        let eng = |source| LoadError::Engine {
+            path: path.clone(),
+            source,
+        };
+        let mut engine = Engine::from_gguf(&g, card, &opts).map_err(eng)?;
+        ticker.stage("warmup", 4, STAGES);
+        let bos = tok.bos().unwrap_or(0);
+        engine
+            .forward(&vec![bos; WARMUP_ROWS.min(n_ctx)], 0, &[0])
+            .map_err(eng)?;
+        engine.forward(&[bos], 0, &[0]).map_err(eng)?;
+        engine.reset();
+        ticker.stage("done", STAGES, STAGES);
+        drop(ticker);
+
+        let quant_types: BTreeSet<String> = g
+            .tensors()
+            .iter()
+            .map(|t| t.ggml_type.name().to_string())
+            .collect();
+        let hc = g
+            .tensors()
+            .iter()
+            .any(|t| t.name.starts_with("blk.") && t.name.contains(".hc_"));
+        let loaded = Loaded {
+            model: path,
+            arch: g.architecture().unwrap_or("?").to_string(),
+            n_ctx: engine.n_ctx() as u32,
+            n_params: engine.n_params(),
+            load_ms: t0.elapsed().as_secs_f64() * 1e3,
+            hc,
+            quant_types: quant_types.into_iter().collect(),
+            experts: false,
+        };
+        let gen = Generator::new(
+            engine,
+            Some(Box::new(NgramDrafter::default())),
+            info.global_mem,
+        );
+        Ok(Session {
+            gen,
+            tok,
+            template,
+            load: req.clone(),
+            loaded,
+            card_name: info.name,
+        })
+    }
+
+    /// Memory in use per card by category, against the device's global memory.
+    pub fn devices(&self) -> Devices {
+        let cards = self
+            .gen
+            .devices()
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| (i, d.memory, d.budget))
+            .map(|(i, m, budget)| CardOut {
+                index: i as u32,
+                name: if m.device.is_empty() {
+                    self.card_name.clone()
+                } else {
+                    m.device
+                },
+                used: MemoryUse {
+                    weights: m.weights as u64,
+                    kv: m.kv as u64,
+                    scratch: m.scratch as u64,
+                    other: 0,
+                },
+                budget,
+                experts: None,
+            })
+            .collect();
+        Devices { cards }
+    }
+}
+
+/// The cards before any model is loaded: the default device with nothing in use.
+pub fn idle_devices() -> Devices {
+    let cards = crate::sycl::default_device()
+        .and_then(|d| d.info())
+        .map(|info| {
+            vec![CardOut {
+                index: 0,
+                name: info.name,
+                used: MemoryUse::default(),
+                budget: info.global_mem,
+                experts: None,
+            }]
+        })
+        .unwrap_or_default();
+    Devices { cards }
+}

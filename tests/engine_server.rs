@@ -1,0 +1,418 @@
+//! `strata engine` as a real child process speaking docs/protocol.md over its pipes, with the real
+//! SmolLM2 model: hello/flags, load progress, greedy generation equal to `strata run`, window and
+//! turn figures, stats and a refused second generate while one runs, cancel, bad lines, load
+//! failures that leave the engine up, shutdown and EOF exits.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+use strata::protocol::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_strata");
+const FLAGS: &[&str] = &["STRATA_HC_Q8", "STRATA_GR_FUSED", "STRATA_MMVQ_KREG"];
+
+fn model() -> String {
+    strata::paths::model_path(strata::paths::SMOLLM2_ENV)
+        .unwrap_or_else(|e| panic!("SmolLM2 model missing (run `make setup`): {e}"))
+        .to_string_lossy()
+        .into_owned()
+}
+
+struct Engine {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    events: Receiver<Result<Event, String>>,
+    /// Every event seen, in order (printed when a wait fails).
+    log: Vec<String>,
+}
+
+impl Engine {
+    fn start(flags_on: &[&str]) -> Engine {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("engine")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for f in FLAGS {
+            if flags_on.contains(f) {
+                cmd.env(f, "1");
+            } else {
+                cmd.env_remove(f);
+            }
+        }
+        let mut child = cmd.spawn().expect("spawning strata engine");
+        let stdout = child.stdout.take().expect("stdout was piped");
+        let (tx, events) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                // Every stdout line must be a protocol event; anything else fails the test.
+                let ev = decode_event(&line).map_err(|e| format!("{e}"));
+                if tx.send(ev).is_err() {
+                    break;
+                }
+            }
+        });
+        Engine {
+            stdin: child.stdin.take(),
+            child,
+            events,
+            log: Vec::new(),
+        }
+    }
+
+    fn send_line(&mut self, line: &str) {
+        let w = self.stdin.as_mut().expect("stdin still open");
+        w.write_all(line.as_bytes()).expect("writing to the engine");
+        if !line.ends_with('\n') {
+            w.write_all(b"\n").expect("writing to the engine");
+        }
+        w.flush().expect("flushing to the engine");
+    }
+
+    fn send(&mut self, r: &Request) {
+        self.send_line(&r.to_line());
+    }
+
+    /// Events up to and including the first that `pick` accepts.
+    fn until<T>(
+        &mut self,
+        what: &str,
+        secs: u64,
+        mut pick: impl FnMut(&Event) -> Option<T>,
+    ) -> (T, Vec<Event>) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ev = match self.events.recv_timeout(left) {
+                Ok(Ok(ev)) => ev,
+                Ok(Err(bad)) => panic!("a stdout line is not a protocol event: {bad}"),
+                Err(_) => panic!(
+                    "no {what} within {secs} s (engine gone or silent); events so far:\n{}",
+                    self.log.join("\n")
+                ),
+            };
+            self.log.push(format!("{ev:?}"));
+            if let Some(t) = pick(&ev) {
+                seen.push(ev);
+                return (t, seen);
+            }
+            seen.push(ev);
+        }
+    }
+
+    fn wait_exit(&mut self, secs: u64) -> std::process::ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(st) = self.child.try_wait().expect("waiting for the engine") {
+                return st;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("the engine did not exit within {secs} s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn hello(e: &mut Engine) -> Hello {
+    e.until("hello", 30, |ev| match ev {
+        Event::Hello(h) => Some(h.clone()),
+        _ => None,
+    })
+    .0
+}
+
+fn greedy(max_tokens: u32) -> Sampling {
+    // repeat_penalty 1 = `strata run`'s default, so both decode the same distribution.
+    Sampling {
+        temperature: 0.0,
+        repeat_penalty: 1.0,
+        seed: Some(1),
+        max_tokens,
+        ..Sampling::default()
+    }
+}
+
+fn generate(id: u64, prompt: &str, max_tokens: u32, spec: Option<u32>) -> Request {
+    Request::Generate(Generate {
+        id,
+        messages: vec![ChatMessage {
+            role: Role::User,
+            content: prompt.into(),
+        }],
+        sampling: greedy(max_tokens),
+        spec,
+    })
+}
+
+fn text_of(events: &[Event], id: u64) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Token(t) if t.id == id => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn windows_of(events: &[Event], id: u64) -> Vec<Window> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Window(w) if w.id == id => Some(w.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn turn_of(e: &mut Engine, id: u64, secs: u64) -> (Turn, Vec<Event>) {
+    e.until(&format!("turn {id}"), secs, |ev| match ev {
+        Event::Turn(t) if t.id == id => Some(t.clone()),
+        _ => None,
+    })
+}
+
+/// `strata run` greedy with the chat template: the reference text for the same prompt.
+fn strata_run(prompt: &str, n: u32, ctx: u32) -> String {
+    let out = Command::new(BIN)
+        .args(["run", "-m", &model(), "--chat", "--temp", "0", "--ctx"])
+        .arg(ctx.to_string())
+        .arg("-n")
+        .arg(n.to_string())
+        .arg("-p")
+        .arg(prompt)
+        .output()
+        .expect("running strata run");
+    assert!(
+        out.status.success(),
+        "strata run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("strata run prints UTF-8")
+}
+
+const PROMPT: &str = "Name three colours.";
+const N: u32 = 24;
+const CTX: u32 = 512;
+
+#[test]
+fn load_generate_cancel_bad_line_shutdown() {
+    let mut e = Engine::start(&[]);
+    let h = hello(&mut e);
+    assert_eq!(h.version, PROTOCOL_VERSION);
+    assert_eq!(h.pid, e.child.id(), "hello carries the engine's own pid");
+
+    // Load: progress events, then loaded and devices.
+    e.send(&Request::Load(Load {
+        model: model(),
+        ctx: CTX,
+        devices: DeviceSplit::default(),
+        spec: 0,
+        sampling: greedy(N),
+    }));
+    let (l, seen) = e.until("loaded", 180, |ev| match ev {
+        Event::Loaded(l) => Some(l.clone()),
+        Event::Error(err) => panic!("load failed: {}", err.message),
+        _ => None,
+    });
+    let progress: Vec<&Progress> = seen
+        .iter()
+        .filter_map(|ev| match ev {
+            Event::Progress(p) => Some(p),
+            _ => None,
+        })
+        .collect();
+    println!("load: {} progress events, loaded {l:?}", progress.len());
+    assert!(progress.len() >= 2, "progress while loading: {progress:?}");
+    assert!(progress.iter().all(|p| p.done <= p.total));
+    assert_eq!((l.arch.as_str(), l.n_ctx), ("llama", CTX));
+    assert!(l.quant_types.contains(&"Q4_1".to_string()), "{l:?}");
+    assert!(!l.hc && !l.experts, "{l:?}");
+    assert!(l.n_params > 100_000_000 && l.load_ms > 0.0, "{l:?}");
+    let (d, _) = e.until("devices after loaded", 10, |ev| match ev {
+        Event::Devices(d) => Some(d.clone()),
+        _ => None,
+    });
+    let c = &d.cards[0];
+    println!("devices: {d:?}");
+    assert!(c.used.weights > 50_000_000 && c.used.kv > 0 && c.used.scratch > 0);
+    assert!(c.budget > c.used.total() && c.experts.is_none());
+
+    // Greedy generation: the streamed text equals `strata run`'s for the same prompt.
+    e.send(&generate(1, PROMPT, N, None));
+    let (t, seen) = turn_of(&mut e, 1, 180);
+    let text = text_of(&seen, 1);
+    let reference = strata_run(PROMPT, N, CTX);
+    println!("engine: {text:?}\nrun:    {reference:?}\nturn: {t:?}");
+    assert_eq!(
+        text.trim_end(),
+        reference.trim_end(),
+        "engine vs strata run"
+    );
+    let ws = windows_of(&seen, 1);
+    assert_eq!(ws.len() as u32, t.windows, "one window event per window");
+    assert!(ws
+        .iter()
+        .all(|w| w.t == 1 && w.proposed == 0 && w.accepted == 0 && w.ms > 0.0));
+    assert_eq!(
+        t.stop,
+        Stop::MaxTokens,
+        "24 tokens of a list do not end early: {t:?}"
+    );
+    assert_eq!(t.decode_tokens, N - 1, "the prefill yields the first token");
+    assert_eq!((t.windows, t.tokens_per_window), (N - 1, 1.0));
+    assert!(t.prefill_tokens > 5 && t.prefill_ms > 0.0 && t.prefill_tps > 0.0);
+    assert!(t.decode_tps > 0.0 && t.ttft_ms >= t.prefill_ms);
+    let wsum: f64 = ws.iter().map(|w| w.ms).sum();
+    assert!(
+        wsum <= t.decode_ms + 1e-6,
+        "windows {wsum} ms within decode {} ms",
+        t.decode_ms
+    );
+    assert_eq!((t.proposed, t.accepted, t.acceptance), (0, 0, 0.0));
+    e.until("devices after the turn", 10, |ev| {
+        matches!(ev, Event::Devices(_)).then_some(())
+    });
+
+    // With speculation (n-gram drafts, greedy): same text, windows of several rows.
+    e.send(&generate(2, PROMPT, N, Some(4)));
+    let (t2, seen) = turn_of(&mut e, 2, 180);
+    let text2 = text_of(&seen, 2);
+    let ws2 = windows_of(&seen, 2);
+    println!("spec 4: {text2:?}\nturn: {t2:?}");
+    assert_eq!(text2, text, "greedy with drafts = greedy without");
+    assert_eq!(ws2.len() as u32, t2.windows);
+    assert!(ws2
+        .iter()
+        .all(|w| w.t == 1 + w.proposed && w.accepted <= w.proposed));
+    assert_eq!(t2.proposed, ws2.iter().map(|w| w.proposed).sum::<u32>());
+    assert_eq!(t2.accepted, ws2.iter().map(|w| w.accepted).sum::<u32>());
+
+    // Cancel mid-generation; stats and a second generate are answered while it runs.
+    e.send(&generate(
+        3,
+        "Count from 1 to 500, one number per line.",
+        2000,
+        None,
+    ));
+    e.until("first token of 3", 120, |ev| {
+        matches!(ev, Event::Token(t) if t.id == 3).then_some(())
+    });
+    e.send(&Request::Stats {});
+    e.until("devices while generating", 10, |ev| {
+        matches!(ev, Event::Devices(_)).then_some(())
+    });
+    e.send(&generate(4, "hi", 4, None));
+    let (err, _) = e.until("busy error", 10, |ev| match ev {
+        Event::Error(err) if err.id == Some(4) => Some(err.clone()),
+        _ => None,
+    });
+    assert!(
+        !err.fatal && err.message.contains("still running"),
+        "{err:?}"
+    );
+    let (t4, _) = turn_of(&mut e, 4, 10);
+    assert_eq!(t4.stop, Stop::Error);
+    e.send(&Request::Cancel { id: 3 });
+    let (t3, seen) = turn_of(&mut e, 3, 60);
+    println!(
+        "cancelled: {t3:?} (text after the wait: {:?})",
+        text_of(&seen, 3)
+    );
+    assert_eq!(t3.stop, Stop::Cancelled);
+    assert!(t3.decode_tokens < 1999);
+
+    // A bad line and an unknown request: errors, not fatal, and the engine keeps answering.
+    e.send_line("{not json");
+    let (err, _) = e.until("error for bad JSON", 10, |ev| match ev {
+        Event::Error(err) => Some(err.clone()),
+        _ => None,
+    });
+    assert!(!err.fatal && err.id.is_none(), "{err:?}");
+    e.send_line(r#"{"type":"reticulate","splines":3}"#);
+    let (err, _) = e.until("error for an unknown type", 10, |ev| match ev {
+        Event::Error(err) => Some(err.clone()),
+        _ => None,
+    });
+    assert!(err.message.contains("reticulate") && !err.fatal, "{err:?}");
+    e.send(&generate(5, PROMPT, 3, None));
+    let (t5, seen) = turn_of(&mut e, 5, 60);
+    assert!(
+        !text_of(&seen, 5).is_empty() && t5.stop == Stop::MaxTokens,
+        "{t5:?}"
+    );
+
+    e.send(&Request::Shutdown {});
+    let st = e.wait_exit(10);
+    assert_eq!(st.code(), Some(0), "shutdown exits 0");
+}
+
+#[test]
+fn load_failure_is_not_fatal_and_flags_are_reported() {
+    let mut e = Engine::start(&["STRATA_MMVQ_KREG", "STRATA_HC_Q8"]);
+    let h = hello(&mut e);
+    println!("hello: {h:?}");
+    assert_eq!(h.flags.get("STRATA_MMVQ_KREG"), Some(&true));
+    assert_eq!(h.flags.get("STRATA_HC_Q8"), Some(&true));
+    assert_eq!(h.flags.get("STRATA_GR_FUSED"), Some(&false));
+
+    let missing = "/nonexistent/dir/model.gguf";
+    e.send_line(&format!(r#"{{"type":"load","model":"{missing}"}}"#));
+    let (err, _) = e.until("load error", 30, |ev| match ev {
+        Event::Error(err) => Some(err.clone()),
+        Event::Loaded(_) => panic!("a missing file loaded"),
+        _ => None,
+    });
+    println!("load error: {}", err.message);
+    assert!(!err.fatal && err.message.contains(missing), "{err:?}");
+
+    // Not a GGUF file: a clear error naming it, the engine stays up.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let junk = dir.path().join("junk.gguf");
+    std::fs::write(&junk, b"this is not a gguf file at all").expect("writing junk");
+    e.send(&Request::Load(Load {
+        model: junk.to_string_lossy().into_owned(),
+        ctx: 0,
+        devices: DeviceSplit::default(),
+        spec: 0,
+        sampling: Sampling::default(),
+    }));
+    let (err, _) = e.until("load error for junk", 30, |ev| match ev {
+        Event::Error(err) => Some(err.clone()),
+        _ => None,
+    });
+    println!("junk error: {}", err.message);
+    assert!(!err.fatal && err.message.contains("junk.gguf"), "{err:?}");
+
+    e.send(&generate(9, "hello", 4, None));
+    let (err, _) = e.until("no-model error", 10, |ev| match ev {
+        Event::Error(err) if err.id == Some(9) => Some(err.clone()),
+        _ => None,
+    });
+    assert!(err.message.contains("no model"), "{err:?}");
+    assert_eq!(turn_of(&mut e, 9, 10).0.stop, Stop::Error);
+
+    // A generate line with a bad field still ends its turn.
+    e.send_line(r#"{"type":"generate","id":11,"messages":"oops"}"#);
+    assert_eq!(turn_of(&mut e, 11, 10).0.stop, Stop::Error);
+
+    e.send(&Request::Stats {});
+    e.until("devices", 10, |ev| {
+        matches!(ev, Event::Devices(_)).then_some(())
+    });
+
+    // EOF on stdin means shutdown.
+    drop(e.stdin.take());
+    assert_eq!(e.wait_exit(10).code(), Some(0), "EOF exits 0");
+}
