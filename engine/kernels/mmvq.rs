@@ -91,7 +91,7 @@ impl MatrixKernels {
                 ),
             });
         }
-        let k = self.kernel(w.type_id, Family::MmvqTiled, what)?;
+        let k = self.kernel(w.type_id, Family::MmvqTiled(t as u8), what)?;
         q.launch(
             &k,
             NdRange::groups(w.n_out.div_ceil(tiled::TILE), tiled::TILE),
@@ -101,7 +101,6 @@ impl MatrixKernels {
                 Arg::buf_at(y, y_row0 * w.n_out),
                 Arg::i32(w.n_in as i32),
                 Arg::i32(w.n_out as i32),
-                Arg::i32(t as i32),
             ],
         )?;
         Ok(())

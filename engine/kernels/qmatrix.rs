@@ -207,8 +207,8 @@ pub(crate) const SG: usize = 16;
 pub enum Family {
     Mmvq,
     Matmul,
-    /// mmvq on tiled weights (`mmvq_tiled.cpp`)
-    MmvqTiled,
+    /// mmvq on tiled weights (`mmvq_tiled.cpp`), one kernel per column count 1..=8
+    MmvqTiled(u8),
 }
 
 /// The matrix kernels of one context, built per (format, family) on first use (or by `prepare`)
@@ -232,7 +232,7 @@ impl MatrixKernels {
             self.kernel(t, Family::Mmvq, "prepare")?;
             self.kernel(t, Family::Matmul, "prepare")?;
             if super::tiled::supported(t) {
-                self.kernel(t, Family::MmvqTiled, "prepare")?;
+                self.kernel(t, Family::MmvqTiled(1), "prepare")?;
             }
         }
         Ok(())
@@ -254,9 +254,13 @@ impl MatrixKernels {
         let (src, kname) = match family {
             Family::Mmvq => (&MMVQ, "mmvq"),
             Family::Matmul => (&MATMUL, "matmul"),
-            Family::MmvqTiled => (&MMVQ_TILED, "mmvq_tiled"),
+            Family::MmvqTiled(_) => (&MMVQ_TILED, "mmvq_tiled"),
         };
-        let k = Arc::new(self.ctx.module(src, &[&opt])?.kernel(kname)?);
+        let kname = match family {
+            Family::MmvqTiled(t) => format!("{kname}_t{t}"),
+            _ => kname.to_string(),
+        };
+        let k = Arc::new(self.ctx.module(src, &[&opt])?.kernel(&kname)?);
         map.insert((type_id, family), k.clone());
         Ok(k)
     }

@@ -91,7 +91,7 @@ mod tests {
         assert_eq!(t.len(), 16 * 20); // one tile (14 padding rows) x one block
         assert_eq!(&t[0..4], &[1, 2, 11, 12]); // d of rows 0, 1
         assert_eq!(&t[32..36], &[3, 4, 13, 14]); // m of rows 0, 1
-        // qs word 0 of lanes 0 and 1, then word 1 of lane 0
+                                                 // qs word 0 of lanes 0 and 1, then word 1 of lane 0
         assert_eq!(&t[64..72], &[100, 101, 102, 103, 120, 121, 122, 123]);
         assert_eq!(&t[64 + 64..64 + 68], &[104, 105, 106, 107]);
         assert!(t[72..128].iter().all(|&b| b == 0)); // padding lanes of word 0

@@ -16,7 +16,6 @@
 namespace syclext = sycl::ext::oneapi;
 namespace syclexp = sycl::ext::oneapi::experimental;
 
-#define CFG_TMAX 8
 #define TILE 16
 
 #if defined(CFG_FMT_Q4_0)
@@ -69,22 +68,15 @@ static inline int kt_hb(uint32_t qh, int e) {
 // Formats with a min (Q4_1, Q5_1) return the full weight d*q+m (as ggml dequantizes); the others
 // return the integer q (minus its offset) and the caller scales the block sum by d.
 
-extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
-SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<TILE>))
-void mmvq_tiled(const uint8_t *w,  // tiles: (ceil(n_out / 16), n_in / 32) records of REC bytes
-                const float *x,    // (T, n_in)
-                float *y,          // (T, n_out)
-                int n_in, int n_out, int T) {
-  auto it = syclext::this_work_item::get_nd_item<1>();
-  auto sg = it.get_sub_group();
-  const int lane = (int)sg.get_local_linear_id();
-  const size_t tile = it.get_group(0);  // one sub-group per work-group, one tile per sub-group
-  const int nb = n_in / 32;
-  const uint8_t *wt = w + tile * (size_t)nb * REC;
-
-  float acc[CFG_TMAX];
+// The whole product for a compile-time column count TT: no `t < T` test inside the loops (a
+// run-time bound made the compiler mask every column's code and spill). Each column's sequence
+// of operations does not depend on TT.
+template <int TT>
+static inline void kt_run(const uint8_t *wt, const float *x, float *y, int n_in, int n_out,
+                          int nb, int lane, size_t tile) {
+  float acc[TT];
 #pragma unroll
-  for (int t = 0; t < CFG_TMAX; ++t) acc[t] = 0.0f;
+  for (int t = 0; t < TT; ++t) acc[t] = 0.0f;
 
   for (int ib = 0; ib < nb; ++ib) {
     const uint8_t *r = wt + (size_t)ib * REC;
@@ -96,9 +88,10 @@ void mmvq_tiled(const uint8_t *w,  // tiles: (ceil(n_out / 16), n_in / 32) recor
     const uint32_t qh = ((const uint32_t *)(r + OFF_QH))[lane];
 #endif
     const uint32_t *qs = (const uint32_t *)(r + OFF_QS);
-    float s0[CFG_TMAX], s1[CFG_TMAX];
+    const float *xb = x + (size_t)ib * 32;
+    float s0[TT], s1[TT];
 #pragma unroll
-    for (int t = 0; t < CFG_TMAX; ++t) s0[t] = s1[t] = 0.0f;
+    for (int t = 0; t < TT; ++t) s0[t] = s1[t] = 0.0f;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       float v[8];
@@ -107,8 +100,8 @@ void mmvq_tiled(const uint8_t *w,  // tiles: (ceil(n_out / 16), n_in / 32) recor
       const uint32_t wa = qs[(2 * j) * TILE + lane], wb = qs[(2 * j + 1) * TILE + lane];
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        v[k] = (float)(int)(int8_t)(uint8_t)(wa >> (8 * k));
-        v[k + 4] = (float)(int)(int8_t)(uint8_t)(wb >> (8 * k));
+        v[k] = (float)((int)(wa << (24 - 8 * k)) >> 24);
+        v[k + 4] = (float)((int)(wb << (24 - 8 * k)) >> 24);
         e[k] = 8 * j + k;
         e[k + 4] = 8 * j + 4 + k;
       }
@@ -136,35 +129,54 @@ void mmvq_tiled(const uint8_t *w,  // tiles: (ceil(n_out / 16), n_in / 32) recor
       }
 #endif
 #pragma unroll
-      for (int t = 0; t < CFG_TMAX; ++t) {
-        if (t < T) {
-          const float *xb = x + (size_t)t * n_in + (size_t)ib * 32;
-          float a = s0[t], b = s1[t];
+      for (int t = 0; t < TT; ++t) {
+        const float *xt = xb + (size_t)t * n_in;
+        float a = s0[t], b = s1[t];
 #pragma unroll
-          for (int k = 0; k < 8; k += 2) {
-            a = sycl::fma(v[k], xb[e[k]], a);
-            b = sycl::fma(v[k + 1], xb[e[k + 1]], b);
-          }
-          s0[t] = a;
-          s1[t] = b;
+        for (int k = 0; k < 8; k += 2) {
+          a = sycl::fma(v[k], xt[e[k]], a);
+          b = sycl::fma(v[k + 1], xt[e[k + 1]], b);
         }
+        s0[t] = a;
+        s1[t] = b;
       }
     }
 #pragma unroll
-    for (int t = 0; t < CFG_TMAX; ++t) {
-      if (t < T) {
+    for (int t = 0; t < TT; ++t) {
 #if HAS_M
-        acc[t] += s0[t] + s1[t];
+      acc[t] += s0[t] + s1[t];
 #else
-        acc[t] = sycl::fma(d, s0[t] + s1[t], acc[t]);
+      acc[t] = sycl::fma(d, s0[t] + s1[t], acc[t]);
 #endif
-      }
     }
   }
   const size_t row = tile * TILE + (size_t)lane;
   if (row < (size_t)n_out) {
 #pragma unroll
-    for (int t = 0; t < CFG_TMAX; ++t)
-      if (t < T) y[(size_t)t * n_out + row] = acc[t];
+    for (int t = 0; t < TT; ++t) y[(size_t)t * n_out + row] = acc[t];
   }
 }
+
+// One kernel per column count (mmvq_tiled_t1 .. _t8): a switch on a run-time T inside one kernel
+// was linearised by the vectoriser into masked code with gathers (10x slower).
+#define KT_KERNEL(TT)                                                                           \
+  extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                   \
+  SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<TILE>))                            \
+  void mmvq_tiled_t##TT(const uint8_t *w, /* tiles: (ceil(n_out/16), n_in/32) records */        \
+                        const float *x,   /* (TT, n_in) */                                      \
+                        float *y,         /* (TT, n_out) */                                     \
+                        int n_in, int n_out) {                                                  \
+    auto it = syclext::this_work_item::get_nd_item<1>();                                        \
+    const int lane = (int)it.get_sub_group().get_local_linear_id();                             \
+    const size_t tile = it.get_group(0); /* one 16-lane work-group per tile */                  \
+    const int nb = n_in / 32;                                                                   \
+    kt_run<TT>(w + tile * (size_t)nb * REC, x, y, n_in, n_out, nb, lane, tile);                 \
+  }
+KT_KERNEL(1)
+KT_KERNEL(2)
+KT_KERNEL(3)
+KT_KERNEL(4)
+KT_KERNEL(5)
+KT_KERNEL(6)
+KT_KERNEL(7)
+KT_KERNEL(8)
