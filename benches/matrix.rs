@@ -1,5 +1,7 @@
 //! Matrix-product timings: microseconds per call and weight GB/s per format at the two models'
-//! shapes (median of 7 runs; each run launches once on every one of several distinct weight
+//! shapes, and that GB/s as a share of the cold read bandwidth measured first in the same process
+//! (median and 90th percentile of 9 runs — on a loaded machine the 90th percentile is the run that
+//! had the cores; T <= 8 shows the tiled and the GGUF layout of mmvq; each run launches once on every one of several distinct weight
 //! copies, >= 256 MiB in all, back to back on an in-order queue, so no call finds its weights in
 //! cache). T = 1 and 8 run mmvq, T = 64 and 512 matmul (`MatrixKernels::mul`); GB/s counts
 //! weight bytes only. `cargo bench --bench matrix [-- FILTER]`; FILTER matches the label.
@@ -8,7 +10,7 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::time::Instant;
 use strata::kernels::{MatrixKernels, QuantMatrix};
 use strata::quant::{self, type_id as ty};
-use strata::sycl::{self, Context};
+use strata::sycl::{self, Arg, Context, NdRange};
 
 struct Case {
     label: &'static str,
@@ -123,7 +125,43 @@ const CASES: &[Case] = &[
 ];
 
 const POOL_BYTES: usize = 256 << 20;
-const RUNS: usize = 7;
+const RUNS: usize = 9;
+
+/// Cold read GB/s (median, 90th percentile) of `kernels::BANDWIDTH` over 6 rotating 64 MiB
+/// buffers (as benches/bandwidth.rs), measured here so the % column uses this run's conditions.
+fn read_bandwidth(q: &sycl::Queue, ctx: &Context) -> anyhow::Result<(f64, f64)> {
+    const BUF: usize = 64 << 20;
+    let (wg, per) = (64usize, 1024usize);
+    let n = BUF / 4;
+    let k = ctx
+        .module(
+            &sycl::kernels::BANDWIDTH,
+            &["-DCFG_BW_WG=64", "-DCFG_BW_PER=1024"],
+        )?
+        .kernel("bw_read_sum")?;
+    let bufs = (0..6)
+        .map(|i| {
+            let b = q.alloc::<f32>(n)?;
+            q.fill(&b, (i + 1) as f32)?; // written: real pages, not the zero page
+            Ok(b)
+        })
+        .collect::<Result<Vec<_>, sycl::SyclError>>()?;
+    let out = q.alloc::<f32>(n / (wg * per))?;
+    q.wait()?;
+    let mut gbs = Vec::new();
+    for round in 0..=6 {
+        for b in &bufs {
+            let t0 = Instant::now();
+            q.launch(&k, NdRange::d1(n / per, wg), &[Arg::buf(b), Arg::buf(&out)])?;
+            q.wait()?;
+            if round > 0 {
+                gbs.push(BUF as f64 / t0.elapsed().as_secs_f64() / 1e9);
+            }
+        }
+    }
+    gbs.sort_by(f64::total_cmp);
+    Ok((gbs[gbs.len() / 2], gbs[gbs.len() * 9 / 10]))
+}
 
 fn main() -> anyhow::Result<()> {
     let filter: Vec<String> = std::env::args()
@@ -134,10 +172,14 @@ fn main() -> anyhow::Result<()> {
     let ctx = Context::new(std::slice::from_ref(&dev))?;
     let q = ctx.queue(&dev)?;
     let k = MatrixKernels::new(&ctx);
+    let (bw_med, bw_p90) = read_bandwidth(&q, &ctx)?;
+    println!(
+        "cold read bandwidth: median {bw_med:.1} GB/s, 90th percentile {bw_p90:.1} GB/s (the % column uses the 90th percentile)"
+    );
     let mut rng = StdRng::seed_from_u64(1);
     println!(
-        "{:24} {:>16} {:>3} {:>10} {:>8} {:>7}",
-        "case", "(n_out, n_in)", "T", "us/call", "GB/s", "copies"
+        "{:24} {:>16} {:>3} {:>6} {:>10} {:>8} {:>8} {:>6} {:>7}",
+        "case", "(n_out, n_in)", "T", "layout", "us/call", "GB/s", "p90 GB/s", "% bw", "copies"
     );
     for c in CASES {
         if !filter.is_empty() && !filter.iter().any(|f| c.label.contains(f.as_str())) {
@@ -158,34 +200,54 @@ fn main() -> anyhow::Result<()> {
             let xs: Vec<f32> = (0..t * c.n_in).map(|_| rng.gen::<f32>() - 0.5).collect();
             let x = q.upload(&xs)?;
             let mut y = q.alloc::<f32>(t * c.n_out)?;
-            k.mul(&q, &mats[0].view(), &x, &mut y, t)?; // builds the module
-            q.wait()?;
-            // matmul is compute-bound: a few copies suffice and keep the run short
-            let used = if t > 8 {
-                &mats[..mats.len().min(8)]
+            // mmvq: the tiled layout when the format has one, and the GGUF layout beside it
+            let layouts: &[bool] = if t <= 8 && mats[0].tiled.is_some() {
+                &[true, false]
             } else {
-                &mats[..]
+                &[false]
             };
-            let mut per_call = Vec::with_capacity(RUNS);
-            for _ in 0..RUNS {
-                let t0 = Instant::now();
-                for m in used {
-                    k.mul(&q, &m.view(), &x, &mut y, t)?;
+            for &tiled in layouts {
+                fn view(m: &QuantMatrix, tiled: bool) -> strata::kernels::WeightView<'_> {
+                    let mut v = m.view();
+                    if !tiled {
+                        v.tiled = None;
+                    }
+                    v
                 }
+                k.mul(&q, &view(&mats[0], tiled), &x, &mut y, t)?; // builds the module
                 q.wait()?;
-                per_call.push(t0.elapsed().as_secs_f64() / used.len() as f64);
+                // matmul is compute-bound: a few copies suffice and keep the run short
+                let used = if t > 8 {
+                    &mats[..mats.len().min(8)]
+                } else {
+                    &mats[..]
+                };
+                let mut per_call = Vec::with_capacity(RUNS);
+                for _ in 0..RUNS {
+                    let t0 = Instant::now();
+                    for m in used {
+                        k.mul(&q, &view(m, tiled), &x, &mut y, t)?;
+                    }
+                    q.wait()?;
+                    per_call.push(t0.elapsed().as_secs_f64() / used.len() as f64);
+                }
+                per_call.sort_by(f64::total_cmp);
+                let s = per_call[RUNS / 2];
+                let fast = per_call[RUNS / 10];
+                let gbs = |s: f64| bytes.len() as f64 / s / 1e9;
+                println!(
+                    "{:24} {:>16} {:>3} {:>6} {:>10.1} {:>8.2} {:>8.2} {:>6.0} {:>7}",
+                    c.label,
+                    format!("({}, {})", c.n_out, c.n_in),
+                    t,
+                    if tiled { "tiled" } else { "gguf" },
+                    s * 1e6,
+                    gbs(s),
+                    gbs(fast),
+                    100.0 * gbs(fast) / bw_p90,
+                    used.len()
+                );
             }
-            per_call.sort_by(f64::total_cmp);
-            let s = per_call[RUNS / 2];
-            println!(
-                "{:24} {:>16} {:>3} {:>10.1} {:>8.2} {:>7}",
-                c.label,
-                format!("({}, {})", c.n_out, c.n_in),
-                t,
-                s * 1e6,
-                bytes.len() as f64 / s / 1e9,
-                used.len()
-            );
         }
     }
     Ok(())

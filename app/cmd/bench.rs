@@ -23,6 +23,10 @@ pub struct Args {
     /// Print JSON lines instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// After the tests, time every kernel of 32 decode steps on a profiling queue and print
+    /// the per-step breakdown (device time per kernel label, launches, share of the step).
+    #[arg(long)]
+    pub profile: bool,
 }
 
 fn mean_sd(v: &[f64]) -> (f64, f64) {
@@ -39,7 +43,7 @@ pub fn run(mut a: Args) -> Result<()> {
     if a.engine.ctx == 0 {
         a.engine.ctx = (a.n_prompt + a.n_gen).max(16);
     }
-    let (path, mut eng) = a.engine.load()?;
+    let (path, mut eng) = a.engine.load_on(a.profile)?;
     if eng.n_cards() > 1 {
         eprintln!(
             "{}: layers {:?} over {} cards",
@@ -77,6 +81,9 @@ pub fn run(mut a: Args) -> Result<()> {
         }
         rows.push((format!("tg{}", a.n_gen), mean_sd(&ts)));
     }
+    if a.profile {
+        profile_decode(&mut eng, &mut rand_tokens)?;
+    }
     let name = path
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
@@ -102,5 +109,54 @@ pub fn run(mut a: Args) -> Result<()> {
     for (test, (m, sd)) in &rows {
         println!("| {name} | {size} | {params} | SYCL | {threads} | {test} | {m:.2} ± {sd:.2} |");
     }
+    Ok(())
+}
+
+/// Decode steps after a 64-token prompt, every launch timed (`Queue::trace_*`).
+fn profile_decode(
+    eng: &mut strata::model::Engine,
+    rand_tokens: &mut impl FnMut(usize) -> Vec<u32>,
+) -> Result<()> {
+    const PROMPT: usize = 64;
+    const STEPS: usize = 32;
+    let n = (eng.n_ctx().saturating_sub(PROMPT)).min(STEPS);
+    if n == 0 {
+        anyhow::bail!(
+            "--profile needs a context of at least {} tokens",
+            PROMPT + 1
+        );
+    }
+    let prompt = rand_tokens(PROMPT);
+    eng.forward(&prompt, 0, &[PROMPT - 1])?;
+    let toks = rand_tokens(n);
+    let q = eng.queue().clone();
+    q.trace_begin();
+    let t0 = Instant::now();
+    for (i, &tk) in toks.iter().enumerate() {
+        eng.forward(&[tk], PROMPT + i, &[0])?;
+    }
+    let wall = t0.elapsed().as_secs_f64() / n as f64;
+    let times = q.trace_end()?;
+    let dev: f64 = times.iter().map(|k| k.seconds).sum::<f64>() / n as f64;
+    let launches: usize = times.iter().map(|k| k.launches).sum::<usize>() / n;
+    println!(
+        "decode step (profiling queue, {n} steps after a {PROMPT}-token prompt): {:.0} us wall, \
+         {:.0} us kernel time, {launches} launches, {:.0} us outside kernels",
+        wall * 1e6,
+        dev * 1e6,
+        (wall - dev) * 1e6
+    );
+    println!("| kernel [global/local] | launches/step | us/step | % of kernel time |");
+    println!("| --------------------- | ------------: | ------: | ---------------: |");
+    for k in &times {
+        println!(
+            "| {} | {} | {:.1} | {:.1} |",
+            k.label,
+            k.launches / n,
+            k.seconds / n as f64 * 1e6,
+            100.0 * k.seconds / n as f64 / dev
+        );
+    }
+    println!();
     Ok(())
 }

@@ -40,6 +40,11 @@ impl EngineArgs {
     }
 
     pub fn load(&self) -> Result<(PathBuf, Engine)> {
+        self.load_on(false)
+    }
+
+    /// `load` on a profiling queue when `profiling` (per-kernel timestamps, `Queue::trace_*`).
+    pub fn load_on(&self, profiling: bool) -> Result<(PathBuf, Engine)> {
         let path = self.model_path()?;
         let opts = EngineOptions {
             n_ctx: self.ctx,
@@ -49,8 +54,13 @@ impl EngineArgs {
         if self.layer_split.is_some() && self.split_cpu == 0 {
             anyhow::bail!("--layer-split needs --split-cpu N");
         }
+        if profiling && self.split_cpu != 0 {
+            anyhow::bail!("--profile runs on one card: drop --split-cpu");
+        }
         let eng = if self.split_cpu == 0 {
-            let card = Card::default_card().context("opening the SYCL device")?;
+            let card = strata::sycl::default_device()
+                .and_then(|d| Card::on(d, profiling))
+                .context("opening the SYCL device")?;
             Engine::load(&path, card, &opts)
         } else {
             let cards = Card::split_cpu(self.split_cpu)

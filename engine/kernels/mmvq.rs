@@ -6,6 +6,7 @@ use super::qmatrix::{
     check_act, Family, MatrixError, MatrixKernels, Result, WeightView, MMVQ_MAX_T,
     MMVQ_ROWS_PER_GROUP, SG,
 };
+use super::tiled;
 use crate::sycl::{Arg, DeviceBuffer, NdRange, Queue};
 
 impl MatrixKernels {
@@ -47,6 +48,10 @@ impl MatrixKernels {
         if super::mmvq_kreg::try_kreg(q, w, x, x_row0, y, y_row0, t)? {
             return Ok(()); // STRATA_MMVQ_KREG=1 and KREG took the matrix (docs/flags.md)
         }
+        // Repacked one lane per row at load (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 only: never a KREG format).
+        if let Some(tiled) = w.tiled {
+            return self.mmvq_tiled(q, w, tiled, x, x_row0, y, y_row0, t);
+        }
         let k = self.kernel(w.type_id, Family::Mmvq, what)?;
         let groups = w.n_out.div_ceil(MMVQ_ROWS_PER_GROUP);
         q.launch(
@@ -59,6 +64,47 @@ impl MatrixKernels {
                 Arg::i32(w.n_in as i32),
                 Arg::i32(w.n_out as i32),
                 Arg::i32(t as i32),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The tiled kernel (`mmvq_tiled.cpp`): one 16-lane work-group per tile of 16 rows.
+    #[allow(clippy::too_many_arguments)]
+    fn mmvq_tiled(
+        &self,
+        q: &Queue,
+        w: &WeightView,
+        tiled: &DeviceBuffer<u8>, // tiles of w, tiled.rs layout
+        x: &DeviceBuffer<f32>,    // (>= x_row0 + t, n_in)
+        x_row0: usize,
+        y: &mut DeviceBuffer<f32>, // (>= y_row0 + t, n_out)
+        y_row0: usize,
+        t: usize,
+    ) -> Result<()> {
+        let what = "mmvq";
+        let want = tiled::tiled_bytes(w.type_id, w.n_out, w.n_in);
+        if want != Some(tiled.len()) {
+            return Err(MatrixError::Shape {
+                what: what.into(),
+                message: format!(
+                    "tiled copy of ({}, {}) holds {} bytes, expected {want:?}",
+                    w.n_out,
+                    w.n_in,
+                    tiled.len()
+                ),
+            });
+        }
+        let k = self.kernel(w.type_id, Family::MmvqTiled(t as u8), what)?;
+        q.launch(
+            &k,
+            NdRange::groups(w.n_out.div_ceil(tiled::TILE), tiled::TILE),
+            &[
+                Arg::buf(tiled),
+                Arg::buf_at(x, x_row0 * w.n_in),
+                Arg::buf_at(y, y_row0 * w.n_out),
+                Arg::i32(w.n_in as i32),
+                Arg::i32(w.n_out as i32),
             ],
         )?;
         Ok(())

@@ -5,6 +5,7 @@ pub mod matmul;
 pub mod mmvq;
 pub mod mmvq_kreg;
 pub mod qmatrix;
+pub mod tiled;
 
 pub use qmatrix::{matrix_ref, Family, MatrixError, MatrixKernels, QuantMatrix, WeightView};
 

@@ -3,7 +3,7 @@
 //! the errors of both families. Launchers: `mmvq.rs` (T <= 8), `matmul.rs` (any T).
 
 use crate::quant::{self, type_id, QuantError};
-use crate::sycl::kernels::{MATMUL, MMVQ};
+use crate::sycl::kernels::{MATMUL, MMVQ, MMVQ_TILED};
 use crate::sycl::{Context, DeviceBuffer, Kernel, Queue, SyclError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -70,11 +70,16 @@ pub struct WeightView<'a> {
     pub type_id: u32,
     pub n_out: usize,
     pub n_in: usize,
+    /// The same matrix repacked one-lane-per-row (`tiled.rs`), which `mmvq` then reads instead
+    /// of `buf` (None: mmvq reads the GGUF bytes).
+    pub tiled: Option<&'a DeviceBuffer<u8>>,
 }
 
-/// An owned weight matrix: one device buffer holding exactly the tensor's bytes.
+/// An owned weight matrix: one device buffer holding exactly the tensor's bytes, plus their
+/// tiled copy for the decode kernel when the format has one.
 pub struct QuantMatrix {
     pub buf: DeviceBuffer<u8>,
+    pub tiled: Option<DeviceBuffer<u8>>,
     pub type_id: u32,
     pub n_out: usize,
     pub n_in: usize,
@@ -101,8 +106,13 @@ impl QuantMatrix {
                 ),
             });
         }
+        let tiled = match super::tiled::tile(type_id, bytes, n_out, n_in) {
+            Some(t) => Some(q.upload(&t)?),
+            None => None,
+        };
         Ok(QuantMatrix {
             buf: q.upload(bytes)?,
+            tiled,
             type_id,
             n_out,
             n_in,
@@ -116,7 +126,13 @@ impl QuantMatrix {
             type_id: self.type_id,
             n_out: self.n_out,
             n_in: self.n_in,
+            tiled: self.tiled.as_ref(),
         }
+    }
+
+    /// Device bytes held (GGUF bytes + tiled copy).
+    pub fn device_bytes(&self) -> usize {
+        self.buf.len() + self.tiled.as_ref().map_or(0, |t| t.len())
     }
 }
 
@@ -191,6 +207,8 @@ pub(crate) const SG: usize = 16;
 pub enum Family {
     Mmvq,
     Matmul,
+    /// mmvq on tiled weights (`mmvq_tiled.cpp`), one kernel per column count 1..=8
+    MmvqTiled(u8),
 }
 
 /// The matrix kernels of one context, built per (format, family) on first use (or by `prepare`)
@@ -213,6 +231,9 @@ impl MatrixKernels {
         for &t in type_ids {
             self.kernel(t, Family::Mmvq, "prepare")?;
             self.kernel(t, Family::Matmul, "prepare")?;
+            if super::tiled::supported(t) {
+                self.kernel(t, Family::MmvqTiled(1), "prepare")?;
+            }
         }
         Ok(())
     }
@@ -233,8 +254,13 @@ impl MatrixKernels {
         let (src, kname) = match family {
             Family::Mmvq => (&MMVQ, "mmvq"),
             Family::Matmul => (&MATMUL, "matmul"),
+            Family::MmvqTiled(_) => (&MMVQ_TILED, "mmvq_tiled"),
         };
-        let k = Arc::new(self.ctx.module(src, &[&opt])?.kernel(kname)?);
+        let kname = match family {
+            Family::MmvqTiled(t) => format!("{kname}_t{t}"),
+            _ => kname.to_string(),
+        };
+        let k = Arc::new(self.ctx.module(src, &[&opt])?.kernel(&kname)?);
         map.insert((type_id, family), k.clone());
         Ok(k)
     }

@@ -89,6 +89,44 @@ impl Kernels {
     }
 }
 
+impl Kernels {
+    /// Several products of the same input (q/k/v, gate/up): the input is rounded once when
+    /// every weight wants the same rounding (one launch instead of one per matrix), else each
+    /// product goes through `mul`. Results are identical to separate `mul` calls.
+    pub fn mul_same_x(
+        &self,
+        q: &Queue,
+        x: &DeviceBuffer<f32>,                              // (t, n_in)
+        xq: &DeviceBuffer<f32>,                             // (>= t * n_in) rounding scratch
+        outs: &mut [(&WeightView, &mut DeviceBuffer<f32>)], // (n_out, n_in), (t, n_out)
+        t: usize,
+    ) -> Result<(), EngineError> {
+        let mode = |w: &WeightView| {
+            if self.act_round {
+                ActRound::for_type(w.type_id)
+            } else {
+                ActRound::None
+            }
+        };
+        let Some(first) = outs.first() else {
+            return Ok(());
+        };
+        let m0 = mode(first.0);
+        let n_in = first.0.n_in;
+        if m0 == ActRound::None || outs.iter().any(|(w, _)| mode(w) != m0 || w.n_in != n_in) {
+            for (w, y) in outs.iter_mut() {
+                self.mul(q, w, x, xq, y, t)?;
+            }
+            return Ok(());
+        }
+        self.actq.run(q, m0, x, xq, t * n_in)?;
+        for (w, y) in outs.iter_mut() {
+            self.mat.mul(q, w, xq, y, t)?;
+        }
+        Ok(())
+    }
+}
+
 /// Activations for up to `rows` tokens, all (rows, width) f32, token-major.
 pub struct Scratch {
     pub rows: usize,
@@ -378,6 +416,12 @@ impl Engine {
             file_bytes: g.file_len(),
             n_params,
         })
+    }
+
+    /// The first card's queue (every kernel of a one-card engine runs on it; `bench --profile`
+    /// traces it and refuses a split).
+    pub fn queue(&self) -> &Queue {
+        &self.stages[0].card.queue
     }
 
     pub fn config(&self) -> &ModelConfig {

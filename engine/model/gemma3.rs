@@ -21,9 +21,9 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     let lc = &c.layers[il];
     k.norm
         .rms_norm(q, &s.x, &w.attn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
-    k.mul(q, &w.wq.view(), &s.h, &s.xq, &mut s.q, t)?;
-    k.mul(q, &w.wk.view(), &s.h, &s.xq, &mut s.k, t)?;
-    k.mul(q, &w.wv.view(), &s.h, &s.xq, &mut s.v, t)?;
+    let (wq, wk, wv) = (w.wq.view(), w.wk.view(), w.wv.view());
+    let outs = &mut [(&wq, &mut s.q), (&wk, &mut s.k), (&wv, &mut s.v)];
+    k.mul_same_x(q, &s.h, &s.xq, outs, t)?;
     k.norm.rms_norm(
         q,
         &s.q,
@@ -85,8 +85,14 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     )?;
     k.norm
         .rms_norm(q, &s.x, &w.ffn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
-    k.mul(q, &w.gate.view(), &s.h, &s.xq, &mut s.gate, t)?;
-    k.mul(q, &w.up.view(), &s.h, &s.xq, &mut s.up, t)?;
+    let (wg, wu) = (w.gate.view(), w.up.view());
+    k.mul_same_x(
+        q,
+        &s.h,
+        &s.xq,
+        &mut [(&wg, &mut s.gate), (&wu, &mut s.up)],
+        t,
+    )?;
     k.act.gelu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
     k.mul(q, &w.down.view(), &s.gate, &s.xq, &mut s.o, t)?;
     k.norm.rms_norm_add(

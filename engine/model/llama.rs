@@ -11,9 +11,9 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     let lc = &c.layers[l.il];
     k.norm
         .rms_norm(q, &s.x, &w.attn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
-    k.mul(q, &w.wq.view(), &s.h, &s.xq, &mut s.q, t)?;
-    k.mul(q, &w.wk.view(), &s.h, &s.xq, &mut s.k, t)?;
-    k.mul(q, &w.wv.view(), &s.h, &s.xq, &mut s.v, t)?;
+    let (wq, wk, wv) = (w.wq.view(), w.wk.view(), w.wv.view());
+    let outs = &mut [(&wq, &mut s.q), (&wk, &mut s.k), (&wv, &mut s.v)];
+    k.mul_same_x(q, &s.h, &s.xq, outs, t)?;
     let mode = Engine::rope_mode(c);
     k.rope
         .run(q, mode, &s.q, &s.pos, l.rope, t, c.n_head, c.head_dim)?;
@@ -49,8 +49,14 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     // x += o; h = norm(x) * ffn_norm
     k.norm
         .add_rms_norm(q, &s.x, &s.o, &w.ffn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
-    k.mul(q, &w.gate.view(), &s.h, &s.xq, &mut s.gate, t)?;
-    k.mul(q, &w.up.view(), &s.h, &s.xq, &mut s.up, t)?;
+    let (wg, wu) = (w.gate.view(), w.up.view());
+    k.mul_same_x(
+        q,
+        &s.h,
+        &s.xq,
+        &mut [(&wg, &mut s.gate), (&wu, &mut s.up)],
+        t,
+    )?;
     k.act.silu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
     k.mul(q, &w.down.view(), &s.gate, &s.xq, &mut s.o, t)?;
     k.act.add(q, &s.x, &s.o, &s.x, t * c.n_embd)?;

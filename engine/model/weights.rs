@@ -55,6 +55,9 @@ pub struct Weights {
     /// A copy of the embedding on the last card when the head is tied to it and the model is
     /// split (the head runs where the last layer's output is). (n_vocab, n_embd)
     pub head_embd: Option<DeviceBuffer<u8>>,
+    /// The tied head repacked one lane per row (engine/kernels/tiled.rs) on the last card, for
+    /// the decode kernel; None when the format has no tiled kernel or the head is untied.
+    pub head_tiled: Option<DeviceBuffer<u8>>,
     pub embd_type: EmbedType,
     pub embd_type_id: u32,
     pub output: Option<QuantMatrix>, // (n_vocab, n_embd); None = tied to embd
@@ -76,6 +79,7 @@ impl Weights {
                 type_id: self.embd_type_id,
                 n_out: cfg.n_vocab,
                 n_in: cfg.n_embd,
+                tiled: self.head_tiled.as_ref(),
             },
         }
     }
@@ -129,15 +133,16 @@ impl Weights {
                 });
             }
             let data = g.tensor_data(info)?;
-            mbytes[card] += data.len();
-            Ok(QuantMatrix::upload(
+            let m = QuantMatrix::upload(
                 &place.queues[card],
                 name,
                 info.ggml_type.id(),
                 n_out,
                 n_in,
                 data,
-            )?)
+            )?;
+            mbytes[card] += m.device_bytes();
+            Ok(m)
         };
         let mut vbytes = vec![0usize; n_cards];
         let mut vector = |card: usize,
@@ -232,14 +237,23 @@ impl Weights {
         } else {
             None
         };
+        let head_tiled = match output {
+            Some(_) => None,
+            None => match crate::kernels::tiled::tile(embd_type_id, data, cfg.n_vocab, e) {
+                Some(t) => Some(place.queues[last].upload(&t)?),
+                None => None,
+            },
+        };
         let mut card_bytes: Vec<usize> = mbytes.iter().zip(&vbytes).map(|(m, v)| m + v).collect();
         card_bytes[first] += data.len();
         if head_embd.is_some() {
             card_bytes[last] += data.len();
         }
+        card_bytes[last] += head_tiled.as_ref().map_or(0, |t| t.len());
         Ok(Weights {
             embd,
             head_embd,
+            head_tiled,
             embd_type,
             embd_type_id,
             output,

@@ -102,6 +102,7 @@ impl Context {
             ctx: self.clone(),
             device: device.clone(),
             profiling,
+            trace: Mutex::new(None),
         })))
     }
 }
@@ -111,6 +112,8 @@ pub(crate) struct QueueInner {
     pub(crate) ctx: Context,
     pub(crate) device: Device,
     pub(crate) profiling: bool,
+    /// Launches recorded by `trace_begin` (profiling queues only): (label, event).
+    pub(crate) trace: Mutex<Option<Vec<(String, Event)>>>,
 }
 
 // SAFETY: sycl::queue is thread-safe for submission from several threads.

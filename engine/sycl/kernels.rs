@@ -60,14 +60,28 @@ pub const MMVQ: KernelSource = source_qformats!("mmvq");
 pub const MATMUL: KernelSource = source_qformats!("matmul");
 /// The opt-in KREG mmvq family (STRATA_MMVQ_KREG=1), self-contained: engine/kernels/mmvq_kreg.rs.
 pub const MMVQ_KREG: KernelSource = source!("mmvq_kreg");
+/// mmvq on weights repacked one lane per row (engine/kernels/tiled.rs).
+pub const MMVQ_TILED: KernelSource = source!("mmvq_tiled");
 
 /// Device read-bandwidth probe (benches/bandwidth.rs).
 pub const BANDWIDTH: KernelSource = source!("bandwidth");
 
 /// Every kernel source, for tools that build them all (`strata devices --build-kernels`).
 pub const ALL: &[&KernelSource] = &[
-    &REDUCE, &EMBED, &NORM, &ROPE, &KV, &ATTN, &SOFTMAX, &ACT, &ACTQ, &MMVQ, &MATMUL, &BANDWIDTH,
+    &REDUCE,
+    &EMBED,
+    &NORM,
+    &ROPE,
+    &KV,
+    &ATTN,
+    &SOFTMAX,
+    &ACT,
+    &ACTQ,
+    &MMVQ,
+    &MATMUL,
+    &BANDWIDTH,
     &MMVQ_KREG,
+    &MMVQ_TILED,
 ];
 
 /// Looks a source up by name.

@@ -28,6 +28,7 @@ pub mod kernels;
 pub mod module;
 pub mod reduce_ref;
 pub mod runtime;
+pub mod trace;
 
 pub use buffer::{copy_across, copy_across_n, DeviceBuffer, DevicePod, HostBuffer, UsmKind};
 pub use card::Card;
@@ -40,3 +41,4 @@ pub use error::{Result, Status, SyclError};
 pub use graph::Graph;
 pub use kernels::KernelSource;
 pub use module::{Arg, BuildReport, Kernel, KernelInfo, Module, NdRange};
+pub use trace::KernelTime;

@@ -43,6 +43,8 @@ impl std::fmt::Debug for Module {
 pub struct Kernel {
     raw: *mut ffi::StrataKernel,
     name: String,
+    /// name + the module's CFG_ options, for profiles (`trace.rs`)
+    label: String,
 }
 
 // SAFETY: sycl::kernel is a thread-safe handle.
@@ -190,6 +192,7 @@ impl Module {
         Ok(Kernel {
             raw,
             name: name.to_string(),
+            label: super::trace::kernel_label(name, &self.options),
         })
     }
     pub fn name(&self) -> &str {
@@ -219,6 +222,10 @@ pub struct KernelInfo {
 impl Kernel {
     pub fn name(&self) -> &str {
         &self.name
+    }
+    /// The name with the module's CFG_ options (e.g. "mmvq Q4_1"), as profiles show it.
+    pub fn label(&self) -> &str {
+        &self.label
     }
     pub fn info(&self, device: &super::Device) -> Result<KernelInfo> {
         let (mut sg, mut wg) = (0u32, 0u64);
@@ -384,6 +391,13 @@ impl Queue {
         args: &[Arg],
         want_event: bool,
     ) -> Result<Option<Event>> {
+        if !want_event && self.tracing() {
+            let ev = self.submit(kernel, range, args, true)?;
+            if let Some(ev) = ev {
+                self.trace_push(kernel, &range, ev);
+            }
+            return Ok(None);
+        }
         let raw: Vec<ffi::StrataArg> = args.iter().map(|a| a.raw()).collect();
         let call = |ev: *mut *mut ffi::StrataEvent| unsafe {
             // SAFETY: raw's byte pointers borrow from `args` (or its inline copies) which outlive
