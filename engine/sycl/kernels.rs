@@ -34,6 +34,8 @@ pub const ROPE: KernelSource = source!("rope");
 pub const KV: KernelSource = source!("kv");
 /// Causal GQA attention over the f16 KV cache (-DCFG_HD=<head_dim>).
 pub const ATTN: KernelSource = source!("attn");
+/// Attention for many query rows (the prompt path, T > 8; -DCFG_HD=<head_dim>).
+pub const ATTN_PREFILL: KernelSource = source!("attn_prefill");
 /// Row softmax.
 pub const SOFTMAX: KernelSource = source!("softmax");
 /// Element-wise: gated activations, add, scale.
@@ -61,7 +63,18 @@ pub const MATMUL: KernelSource = source_qformats!("matmul");
 
 /// Every kernel source, for tools that build them all (`strata devices --build-kernels`).
 pub const ALL: &[&KernelSource] = &[
-    &REDUCE, &EMBED, &NORM, &ROPE, &KV, &ATTN, &SOFTMAX, &ACT, &ACTQ, &MMVQ, &MATMUL,
+    &REDUCE,
+    &EMBED,
+    &NORM,
+    &ROPE,
+    &KV,
+    &ATTN,
+    &SOFTMAX,
+    &ACT,
+    &ACTQ,
+    &MMVQ,
+    &MATMUL,
+    &ATTN_PREFILL,
 ];
 
 /// Looks a source up by name.
