@@ -128,7 +128,7 @@ fn prefill_attention_matches_reference() {
             );
         }
         // positions in no particular order with gaps (the kernel must not assume a run)
-        let pos: Vec<i32> = (0..20).map(|i| (i * 97 % 1800) as i32).collect();
+        let pos: Vec<i32> = (0..20).map(|i: i32| i * 97 % 1800).collect();
         let qrows = uniform(&mut rng, pos.len() * c.n_head * c.hd, -4.0, 4.0);
         let got = run_prefill(&q, &k, c, &qrows, &kc, &vc, &pos);
         let want = reference(c, &qrows, &kh, &vh, &pos);
