@@ -4,7 +4,10 @@
 //! had the cores; T <= 8 shows the tiled and the GGUF layout of mmvq; each run launches once on every one of several distinct weight
 //! copies, >= 256 MiB in all, back to back on an in-order queue, so no call finds its weights in
 //! cache). T = 1 and 8 run mmvq, T = 64 and 512 matmul (`MatrixKernels::mul`); GB/s counts
-//! weight bytes only. `cargo bench --bench matrix [-- FILTER]`; FILTER matches the label.
+//! weight bytes only, GFLOP/s is 2 * n_out * n_in * T per second (the figure for matmul, which is
+//! compute-bound). GFLOP/cpu-s divides by the CPU time of all the process's threads instead of wall
+//! time (from /proc/self/task/*/schedstat): on a machine shared with other jobs it is the
+//! load-independent figure. `cargo bench --bench matrix [-- FILTER]`; FILTER matches the label.
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::time::Instant;
@@ -24,6 +27,12 @@ const CASES: &[Case] = &[
         label: "smollm2 q/o Q4_1",
         tid: ty::Q4_1,
         n_out: 576,
+        n_in: 576,
+    },
+    Case {
+        label: "smollm2 k/v Q4_1",
+        tid: ty::Q4_1,
+        n_out: 192,
         n_in: 576,
     },
     Case {
@@ -124,6 +133,18 @@ const CASES: &[Case] = &[
     },
 ];
 
+/// CPU seconds used so far by every thread of this process (the device's worker threads included).
+fn cpu_seconds() -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return f64::NAN;
+    };
+    let ns: u64 = dir
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    ns as f64 * 1e-9
+}
+
 const POOL_BYTES: usize = 256 << 20;
 const RUNS: usize = 9;
 
@@ -178,8 +199,18 @@ fn main() -> anyhow::Result<()> {
     );
     let mut rng = StdRng::seed_from_u64(1);
     println!(
-        "{:24} {:>16} {:>3} {:>6} {:>10} {:>8} {:>8} {:>6} {:>7}",
-        "case", "(n_out, n_in)", "T", "layout", "us/call", "GB/s", "p90 GB/s", "% bw", "copies"
+        "{:24} {:>16} {:>3} {:>6} {:>10} {:>8} {:>8} {:>6} {:>8} {:>11} {:>7}",
+        "case",
+        "(n_out, n_in)",
+        "T",
+        "layout",
+        "us/call",
+        "GB/s",
+        "p90 GB/s",
+        "% bw",
+        "GFLOP/s",
+        "GFLOP/cpu-s",
+        "copies"
     );
     for c in CASES {
         if !filter.is_empty() && !filter.iter().any(|f| c.label.contains(f.as_str())) {
@@ -223,20 +254,25 @@ fn main() -> anyhow::Result<()> {
                     &mats[..]
                 };
                 let mut per_call = Vec::with_capacity(RUNS);
+                let mut cpu_per_call = Vec::with_capacity(RUNS);
                 for _ in 0..RUNS {
+                    let c0 = cpu_seconds();
                     let t0 = Instant::now();
                     for m in used {
                         k.mul(&q, &view(m, tiled), &x, &mut y, t)?;
                     }
                     q.wait()?;
                     per_call.push(t0.elapsed().as_secs_f64() / used.len() as f64);
+                    cpu_per_call.push((cpu_seconds() - c0) / used.len() as f64);
                 }
                 per_call.sort_by(f64::total_cmp);
+                cpu_per_call.sort_by(f64::total_cmp);
+                let flop = 2.0 * (c.n_out * c.n_in * t) as f64;
                 let s = per_call[RUNS / 2];
                 let fast = per_call[RUNS / 10];
                 let gbs = |s: f64| bytes.len() as f64 / s / 1e9;
                 println!(
-                    "{:24} {:>16} {:>3} {:>6} {:>10.1} {:>8.2} {:>8.2} {:>6.0} {:>7}",
+                    "{:24} {:>16} {:>3} {:>6} {:>10.1} {:>8.2} {:>8.2} {:>6.0} {:>8.1} {:>11.1} {:>7}",
                     c.label,
                     format!("({}, {})", c.n_out, c.n_in),
                     t,
@@ -245,6 +281,8 @@ fn main() -> anyhow::Result<()> {
                     gbs(s),
                     gbs(fast),
                     100.0 * gbs(fast) / bw_p90,
+                    flop / s / 1e9,
+                    flop / cpu_per_call[RUNS / 2] / 1e9,
                     used.len()
                 );
             }

@@ -8,7 +8,7 @@ use super::qmatrix::{
 use crate::sycl::{Arg, DeviceBuffer, NdRange, Queue};
 
 impl MatrixKernels {
-    /// y[t, o] = sum_i W[o, i] * x[t, i] for any t >= 1 (a work-group per 16 weight rows, all t).
+    /// y[t, o] = sum_i W[o, i] * x[t, i] for any t >= 1 (a work-group per 32 weight rows, all t).
     pub fn matmul(
         &self,
         q: &Queue,

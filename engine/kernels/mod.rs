@@ -12,6 +12,7 @@ pub use qmatrix::{matrix_ref, Family, MatrixError, MatrixKernels, QuantMatrix, W
 // Float kernels (embedding, norms, RoPE, KV cache, attention, softmax, element-wise).
 pub mod act;
 pub mod attn;
+pub mod attn_prefill;
 pub mod embed;
 pub mod float_args;
 pub mod kv;

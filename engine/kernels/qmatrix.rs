@@ -199,7 +199,7 @@ pub(crate) fn check_act(
 
 /// Geometry baked into the modules (must match the kernels' CFG_ defaults or options).
 pub(crate) const MMVQ_ROWS_PER_GROUP: usize = 4; // CFG_NSG sub-groups of 16, one row each
-pub(crate) const MATMUL_ROWS: usize = 16; // one work-group of 16 lanes, lane = row
+pub(crate) const MATMUL_ROWS: usize = 32; // one work-group of 16 lanes, 2 rows per lane (CFG_RG)
 pub(crate) const SG: usize = 16;
 
 /// The two kernel families over the shared format traits.

@@ -16,7 +16,7 @@ use super::weights::{DeviceMemory, LayerWeights, Placement, Weights};
 use super::{gemma3, llama, EngineError};
 use crate::gguf::{Arch, Gguf};
 use crate::kernels::act::Elementwise;
-use crate::kernels::attn::Attention;
+use crate::kernels::attn_prefill::AttnDispatch;
 use crate::kernels::embed::Embed;
 use crate::kernels::kv::KvStore;
 use crate::kernels::norm::Norm;
@@ -57,7 +57,7 @@ pub struct Kernels {
     pub norm: Norm,
     pub rope: Rope,
     pub kv: KvStore,
-    pub attn: Attention,
+    pub attn: AttnDispatch,
     pub act: Elementwise,
     pub actq: ActQ,
     pub act_round: bool,
@@ -380,7 +380,7 @@ impl Engine {
             norm: Norm::new(&ctx)?,
             rope: Rope::new(&ctx)?,
             kv: KvStore::new(&ctx)?,
-            attn: Attention::new(&ctx, cfg.head_dim)?,
+            attn: AttnDispatch::new(&ctx, cfg.head_dim)?,
             act: Elementwise::new(&ctx)?,
             actq: ActQ::new(&ctx)?,
             act_round: opts.act_round,

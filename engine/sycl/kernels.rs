@@ -34,6 +34,8 @@ pub const ROPE: KernelSource = source!("rope");
 pub const KV: KernelSource = source!("kv");
 /// Causal GQA attention over the f16 KV cache (-DCFG_HD=<head_dim>).
 pub const ATTN: KernelSource = source!("attn");
+/// Attention for many query rows (the prompt path, T > 8; -DCFG_HD=<head_dim>).
+pub const ATTN_PREFILL: KernelSource = source!("attn_prefill");
 /// Row softmax.
 pub const SOFTMAX: KernelSource = source!("softmax");
 /// Element-wise: gated activations, add, scale.
@@ -82,6 +84,7 @@ pub const ALL: &[&KernelSource] = &[
     &BANDWIDTH,
     &MMVQ_KREG,
     &MMVQ_TILED,
+    &ATTN_PREFILL,
 ];
 
 /// Looks a source up by name.

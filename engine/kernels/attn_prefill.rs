@@ -1,0 +1,143 @@
+//! Causal grouped-query attention for the prompt path (`sycl/kernels/attn_prefill.cpp`): the
+//! maths, arguments and f64 reference (`attn::reference`) of `attn`, organised for many query
+//! rows: a work-group owns 16 query rows of one head (lane = row) and shares each 16-key block of
+//! the f16 cache, converted once to f32 in local memory, between them. No cross-lane reductions.
+//!
+//! No bitwise guarantee across T (the key blocks start at the tile's lowest key, and the
+//! summation order differs from `attn`'s): `AttnDispatch` keeps `attn` for t <= 8 rows (the
+//! speculative verify window) and uses this kernel above.
+
+use super::attn::Attention;
+use super::float_args::{ensure, holds, int, prod};
+use crate::sycl::{kernels, Arg, Context, DeviceBuffer, Kernel, NdRange, Queue, Result};
+use half::f16;
+
+const OP: &str = "attention (prefill)";
+
+/// Query rows per work-group (the sub-group width).
+pub const TILE_ROWS: usize = 16;
+
+/// The prefill attention kernel for one head_dim (-DCFG_HD), built once per context.
+pub struct AttnPrefill {
+    k: Kernel,
+    head_dim: usize,
+}
+
+impl AttnPrefill {
+    /// head_dim: a multiple of 16 (64 for SmolLM2, 256 for Gemma 3 270M).
+    pub fn new(ctx: &Context, head_dim: usize) -> Result<AttnPrefill> {
+        ensure(
+            OP,
+            head_dim % 16 == 0 && head_dim > 0 && head_dim <= 1024,
+            || format!("head_dim {head_dim} must be a multiple of 16 in 16..=1024"),
+        )?;
+        let opt = format!("-DCFG_HD={head_dim}");
+        let m = ctx.module(&kernels::ATTN_PREFILL, &[opt.as_str()])?;
+        Ok(AttnPrefill {
+            k: m.kernel("attn_prefill")?,
+            head_dim,
+        })
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.head_dim
+    }
+
+    /// Attention for `t` query rows, same contract as `Attention::run`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run(
+        &self,
+        q: &Queue,
+        qrows: &DeviceBuffer<f32>, // (t, n_head * head_dim)
+        kc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
+        vc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
+        pos: &DeviceBuffer<i32>,   // (t)
+        out: &DeviceBuffer<f32>,   // (t, n_head * head_dim)
+        t: usize,
+        n_head: usize,
+        n_kv_head: usize,
+        n_ctx: usize,
+        window: usize,
+        scale: f32,
+    ) -> Result<()> {
+        ensure(OP, n_kv_head > 0 && n_head % n_kv_head == 0, || {
+            format!("n_head {n_head} is not a multiple of n_kv_head {n_kv_head}")
+        })?;
+        let hd = self.head_dim;
+        let rows = prod(OP, &[t, n_head, hd])?;
+        let cache = prod(OP, &[n_kv_head, n_ctx, hd])?;
+        holds(OP, "q", qrows, rows)?;
+        holds(OP, "out", out, rows)?;
+        holds(OP, "k cache", kc, cache)?;
+        holds(OP, "v cache", vc, cache)?;
+        holds(OP, "pos", pos, t)?;
+        if rows == 0 {
+            return Ok(());
+        }
+        let groups = prod(OP, &[t.div_ceil(TILE_ROWS), n_head])?;
+        int(OP, "groups * 16", prod(OP, &[groups, 16])?)?;
+        q.launch(
+            &self.k,
+            NdRange::groups(groups, 16),
+            &[
+                Arg::buf(qrows),
+                Arg::buf(kc),
+                Arg::buf(vc),
+                Arg::buf(pos),
+                Arg::buf(out),
+                Arg::i32(int(OP, "t", t)?),
+                Arg::i32(int(OP, "n_head", n_head)?),
+                Arg::i32(int(OP, "n_kv_head", n_kv_head)?),
+                Arg::i32(int(OP, "n_ctx", n_ctx)?),
+                Arg::i32(int(OP, "window", window)?),
+                Arg::f32(scale),
+            ],
+        )
+    }
+}
+
+/// The model's attention entry: `attn` (bitwise per row) for t <= `DECODE_MAX_T`, else prefill.
+pub struct AttnDispatch {
+    pub decode: Attention,
+    pub prefill: AttnPrefill,
+}
+
+/// Most rows that go to the decode kernel (the speculative verify window, as mmvq's).
+pub const DECODE_MAX_T: usize = 8;
+
+impl AttnDispatch {
+    pub fn new(ctx: &Context, head_dim: usize) -> Result<AttnDispatch> {
+        Ok(AttnDispatch {
+            decode: Attention::new(ctx, head_dim)?,
+            prefill: AttnPrefill::new(ctx, head_dim)?,
+        })
+    }
+
+    /// `Attention::run`'s contract; picks the kernel by `t`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run(
+        &self,
+        q: &Queue,
+        qrows: &DeviceBuffer<f32>, // (t, n_head * head_dim)
+        kc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
+        vc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
+        pos: &DeviceBuffer<i32>,   // (t)
+        out: &DeviceBuffer<f32>,   // (t, n_head * head_dim)
+        t: usize,
+        n_head: usize,
+        n_kv_head: usize,
+        n_ctx: usize,
+        window: usize,
+        scale: f32,
+    ) -> Result<()> {
+        if t <= DECODE_MAX_T {
+            self.decode.run(
+                q, qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx, window, scale,
+            )
+        } else {
+            self.prefill.run(
+                q, qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx, window, scale,
+            )
+        }
+    }
+}
