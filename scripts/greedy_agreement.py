@@ -48,8 +48,8 @@ def main():
     py = os.path.join(venv, "bin", "python")
     if not os.access(py, os.X_OK):
         sys.exit(f"error: {py} not found: run scripts/llamacpp_setup.sh")
-    print("| model | prompt | agreeing tokens | llama.cpp tokens | next (Strata / llama.cpp) |")
-    print("| ----- | ------ | --------------: | ---------------: | ------------------------- |")
+    print("| model | prompt | agreeing tokens | llama.cpp tokens | next (Strata / llama.cpp) | llama.cpp top-1 − top-2 logit there |")
+    print("| ----- | ------ | --------------: | ---------------: | ------------------------- | ---: |")
     totals = {}
     for key, env in [("smollm2", "STRATA_MODEL_SMOLLM2"), ("gemma3", "STRATA_MODEL_GEMMA3")]:
         model = os.environ.get(env)
@@ -65,16 +65,19 @@ def main():
             while k < len(pieces) and s[pos:pos + len(pieces[k])] == pieces[k]:
                 pos += len(pieces[k])
                 k += 1
+            margin = ""
             if k == len(pieces) and pos == len(s):
                 nxt = "(identical)"
             else:
                 sn = s[pos:pos + 12].decode(errors="replace")
                 ln = pieces[k].decode(errors="replace") if k < len(pieces) else "(end)"
                 nxt = f"{sn!r}… / {ln!r}"
+                if k < len(ref["margins"]):
+                    margin = f"{ref['margins'][k]:.3f}"
             t = totals.setdefault(key, [0, 0])
             t[0] += k
             t[1] += len(pieces)
-            print(f"| {os.path.basename(model)} | {prompt!r} | {k} | {len(pieces)} | {nxt} |")
+            print(f"| {os.path.basename(model)} | {prompt!r} | {k} | {len(pieces)} | {nxt} | {margin} |")
             if a.json:
                 print(json.dumps({"model": key, "prompt": prompt, "agree": k, "llama_tokens": len(pieces),
                                   "strata_text": s.decode(errors="replace"), "llama_text": ref["text"]}))

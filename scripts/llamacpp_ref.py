@@ -147,9 +147,14 @@ def cmd_greedy(a):
     ids = llm.tokenize(a.prompt.encode("utf-8"), add_bos=True, special=False)
     n_vocab = llm.n_vocab()
     vocab = llm._model.vocab
+    margins = []  # top-1 minus top-2 logit at each step: small = a near-tie
+
     def argmax():
         logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(n_vocab,))
-        return int(np.argmax(logits))  # first maximum = lowest id on ties
+        best = int(np.argmax(logits))  # first maximum = lowest id on ties
+        top2 = np.partition(logits, -2)[-2:]
+        margins.append(float(top2[1] - top2[0]))
+        return best
 
     # As Strata's TurnStats: the first token comes from the prefill; decode t/s counts the
     # tokens produced by single-token steps after it.
@@ -170,7 +175,7 @@ def cmd_greedy(a):
     if a.json:
         pieces = [llm.detokenize([t]).hex() for t in out]  # raw bytes: pieces may split UTF-8
         print(json.dumps({"prompt": a.prompt, "prompt_ids": ids, "ids": out, "text": text,
-                          "pieces_hex": pieces,
+                          "pieces_hex": pieces, "margins": margins[:len(out)],
                           "prefill_tps": len(ids) / (t1 - t0),
                           "decode_tps": (len(out) - 1) / (t2 - t1) if len(out) > 1 else 0.0}))
     else:
