@@ -17,7 +17,7 @@ VERSION="${STRATA_LLAMACPP_VERSION:-0.3.36}"
 PY_SYS="${PYTHON:-python3}"
 
 if [ -x "$VENV/bin/python" ] &&
-    "$VENV/bin/python" -c "import llama_cpp, sys; sys.exit(0 if llama_cpp.__version__ == '$VERSION' else 1)" 2>/dev/null; then
+    "$VENV/bin/python" -c "import jinja2, numpy, llama_cpp, sys; sys.exit(0 if llama_cpp.__version__ == '$VERSION' else 1)" 2>/dev/null; then
     echo "llama-cpp-python $VERSION already installed in $VENV"
     exit 0
 fi
@@ -26,7 +26,8 @@ mkdir -p "$(dirname "$VENV")"
 [ -x "$VENV/bin/python" ] || "$PY_SYS" -m venv "$VENV"
 "$VENV/bin/pip" install --quiet --upgrade pip
 # The build needs CMake >= 3.21 and a generator; the wheels from PyPI avoid needing system packages.
-"$VENV/bin/pip" install --quiet cmake ninja numpy
+# numpy: llamacpp_ref.py's log-softmax; jinja2: scripts/tok_reference.py's chat templates.
+"$VENV/bin/pip" install --quiet cmake ninja numpy jinja2
 
 # GGML_NATIVE: tune for this CPU (the point is a fair speed comparison on this machine).
 # LLAMA_CURL off: no model downloading, and no libcurl dev package needed.
