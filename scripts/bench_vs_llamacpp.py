@@ -41,9 +41,9 @@ def strata_bench(bin_, model, p, n, reps):
     return {j["test"]: j["avg_ts"] for j in json_lines(r.stdout)}
 
 
-def llama_bench(py, model, p, n, reps):
+def llama_bench(py, model, p, n, reps, threads):
     r = run([py, os.path.join(HERE, "llamacpp_ref.py"), "bench", "-m", model, "-p", str(p),
-             "-n", str(n), "-r", str(reps), "-t", "2"])
+             "-n", str(n), "-r", str(reps), "-t", str(threads)])
     return {j["test"]: j["avg_ts"] for j in json_lines(r.stdout)}
 
 
@@ -60,9 +60,9 @@ def strata_decode(bin_, model, n, spec):
     return float(m.group(3)), float(m.group(4)), r.stdout
 
 
-def llama_decode(py, model, n):
+def llama_decode(py, model, n, threads):
     r = run([py, os.path.join(HERE, "llamacpp_ref.py"), "greedy", "-m", model, "-p", SPEC_PROMPT,
-             "-n", str(n), "--json"])
+             "-n", str(n), "-t", str(threads), "--json"])
     return json_lines(r.stdout)[0]["decode_tps"]
 
 
@@ -79,7 +79,13 @@ def main():
     ap.add_argument("--spec", type=int, default=4, help="Strata --spec draft length")
     ap.add_argument("--spec-n", type=int, default=64, help="tokens generated in the --spec test")
     ap.add_argument("--models", default="smollm2,gemma3")
+    ap.add_argument("--llama-threads", type=int, default=2,
+                    help="llama.cpp threads (1 avoids OpenMP barrier stalls on a loaded 2-core box)")
+    ap.add_argument("--omp-passive", action="store_true",
+                    help="OMP_WAIT_POLICY=passive for llama.cpp (no spinning at barriers)")
     a = ap.parse_args()
+    if a.omp_passive:
+        os.environ["OMP_WAIT_POLICY"] = "passive"
 
     bin_ = os.environ.get("STRATA_BIN", os.path.join(ROOT, "target", "release", "strata"))
     if not os.access(bin_, os.X_OK):
@@ -102,7 +108,8 @@ def main():
         for key, path in models.items():
             print(f"round {rnd + 1}/{a.rounds}: {key}", file=sys.stderr)
             s = strata_bench(bin_, path, a.p, a.n, a.reps)
-            l = llama_bench(py, path, a.p, a.n, a.reps) if have_llama else {}
+            l = llama_bench(py, path, a.p, a.n, a.reps, a.llama_threads) if have_llama else {}
+            print(f"  strata {s}  llama.cpp {l}", file=sys.stderr)
             for test, v in s.items():
                 cell = speed.setdefault((key, test), {"strata": [], "llama": []})
                 cell["strata"].append(v)
@@ -113,15 +120,17 @@ def main():
             on, acc, out_on = strata_decode(bin_, path, a.spec_n, a.spec)
             if out_off != out_on:
                 print(f"warning: {key}: greedy output differs with --spec {a.spec}", file=sys.stderr)
+            print(f"  decode: strata {off:.2f}, --spec {on:.2f} (acceptance {acc:.2f})", file=sys.stderr)
             d["off"].append(off)
             d["spec"].append(on)
             d["acc"].append(acc)
             if have_llama:
-                d["llama"].append(llama_decode(py, path, a.spec_n))
+                d["llama"].append(llama_decode(py, path, a.spec_n, a.llama_threads))
 
     med = lambda v: statistics.median(v) if v else None  # noqa: E731
     load = os.getloadavg()
-    print(f"\nStrata vs llama.cpp, {a.rounds} interleaved rounds x {a.reps} repetitions, 2 threads; "
+    print(f"\nStrata vs llama.cpp, {a.rounds} interleaved rounds x {a.reps} repetitions, llama.cpp "
+          f"{a.llama_threads} thread(s){' OMP_WAIT_POLICY=passive' if a.omp_passive else ''}; "
           f"load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min)\n")
     if not have_llama:
         print(f"llama.cpp is not installed ({py} missing or cannot import llama_cpp): "
