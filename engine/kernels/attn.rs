@@ -22,6 +22,34 @@ use std::sync::{Arc, Mutex};
 
 const OP: &str = "attention";
 
+/// The argument checks both attention kernels share; returns the element count of `qrows`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn check_args(
+    op: &'static str,
+    hd: usize,
+    qrows: &DeviceBuffer<f32>, // (t, n_head * head_dim)
+    kc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
+    vc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
+    pos: &DeviceBuffer<i32>,   // (t)
+    out: &DeviceBuffer<f32>,   // (t, n_head * head_dim)
+    t: usize,
+    n_head: usize,
+    n_kv_head: usize,
+    n_ctx: usize,
+) -> Result<usize> {
+    ensure(op, n_kv_head > 0 && n_head % n_kv_head == 0, || {
+        format!("n_head {n_head} is not a multiple of n_kv_head {n_kv_head}")
+    })?;
+    let rows = prod(op, &[t, n_head, hd])?;
+    let cache = prod(op, &[n_kv_head, n_ctx, hd])?;
+    holds(op, "q", qrows, rows)?;
+    holds(op, "out", out, rows)?;
+    holds(op, "k cache", kc, cache)?;
+    holds(op, "v cache", vc, cache)?;
+    holds(op, "pos", pos, t)?;
+    Ok(rows)
+}
+
 /// Keys per chunk (-DCFG_C). Fixed: part of the bitwise contract between T-row and one-row calls.
 pub const CHUNK: usize = 128;
 
@@ -81,17 +109,8 @@ impl Attention {
         window: usize,
         scale: f32,
     ) -> Result<()> {
-        ensure(OP, n_kv_head > 0 && n_head % n_kv_head == 0, || {
-            format!("n_head {n_head} is not a multiple of n_kv_head {n_kv_head}")
-        })?;
         let hd = self.head_dim;
-        let rows = prod(OP, &[t, n_head, hd])?;
-        let cache = prod(OP, &[n_kv_head, n_ctx, hd])?;
-        holds(OP, "q", qrows, rows)?;
-        holds(OP, "out", out, rows)?;
-        holds(OP, "k cache", kc, cache)?;
-        holds(OP, "v cache", vc, cache)?;
-        holds(OP, "pos", pos, t)?;
+        let rows = check_args(OP, hd, qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx)?;
         if rows == 0 || n_ctx == 0 {
             return Ok(());
         }

@@ -7,8 +7,8 @@
 //! summation order differs from `attn`'s): `AttnDispatch` keeps `attn` for t <= 8 rows (the
 //! speculative verify window) and uses this kernel above.
 
-use super::attn::Attention;
-use super::float_args::{ensure, holds, int, prod};
+use super::attn::{check_args, Attention};
+use super::float_args::{ensure, int, prod};
 use crate::sycl::{kernels, Arg, Context, DeviceBuffer, Kernel, NdRange, Queue, Result};
 use half::f16;
 
@@ -60,17 +60,8 @@ impl AttnPrefill {
         window: usize,
         scale: f32,
     ) -> Result<()> {
-        ensure(OP, n_kv_head > 0 && n_head % n_kv_head == 0, || {
-            format!("n_head {n_head} is not a multiple of n_kv_head {n_kv_head}")
-        })?;
         let hd = self.head_dim;
-        let rows = prod(OP, &[t, n_head, hd])?;
-        let cache = prod(OP, &[n_kv_head, n_ctx, hd])?;
-        holds(OP, "q", qrows, rows)?;
-        holds(OP, "out", out, rows)?;
-        holds(OP, "k cache", kc, cache)?;
-        holds(OP, "v cache", vc, cache)?;
-        holds(OP, "pos", pos, t)?;
+        let rows = check_args(OP, hd, qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx)?;
         if rows == 0 {
             return Ok(());
         }
