@@ -199,6 +199,49 @@ pub struct LayerCtx<'a> {
     pub t: usize,
 }
 
+impl LayerCtx<'_> {
+    /// The attention core both architectures share: RoPE on q and k (s.q, s.k: (t, heads *
+    /// head_dim), in place), k and v stored into this layer's f16 cache at s.pos, then causal
+    /// attention (this layer's window) into s.att (t, n_head * head_dim).
+    pub fn rope_store_attend(&self, s: &Scratch) -> Result<(), EngineError> {
+        let (k, q, c, t) = (self.k, self.q, self.cfg, self.t);
+        let mode = Engine::rope_mode(c);
+        k.rope
+            .run(q, mode, &s.q, &s.pos, self.rope, t, c.n_head, c.head_dim)?;
+        k.rope
+            .run(q, mode, &s.k, &s.pos, self.rope, t, c.n_kv_head, c.head_dim)?;
+        let (kc, vc, n_ctx) = (self.kc, self.vc, self.n_ctx);
+        k.kv.run(
+            q,
+            &s.k,
+            &s.v,
+            kc,
+            vc,
+            &s.pos,
+            t,
+            c.n_kv_head,
+            c.head_dim,
+            n_ctx,
+        )?;
+        let window = c.layers[self.il].window;
+        k.attn.run(
+            q,
+            &s.q,
+            kc,
+            vc,
+            &s.pos,
+            &s.att,
+            t,
+            c.n_head,
+            c.n_kv_head,
+            n_ctx,
+            window,
+            c.attn_scale,
+        )?;
+        Ok(())
+    }
+}
+
 /// One card's share of the model: a contiguous range of layers (their weights live in
 /// `Engine::weights`, uploaded to this card), their KV cache, the RoPE tables they use, and the
 /// card's own activation scratch.

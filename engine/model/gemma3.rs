@@ -6,7 +6,7 @@
 //!   h = norm(x) * ffn_norm; x += norm(Wdown (gelu_tanh(Wgate h) * Wup h)) * post_ffw_norm.
 //! GGUF norm weights already hold Gemma's (1 + w).
 
-use super::engine::{Engine, LayerCtx, Scratch};
+use super::engine::{LayerCtx, Scratch};
 use super::EngineError;
 
 fn need<'a, T>(v: &'a Option<T>, il: usize, what: &str) -> Result<&'a T, EngineError> {
@@ -18,7 +18,6 @@ fn need<'a, T>(v: &'a Option<T>, il: usize, what: &str) -> Result<&'a T, EngineE
 
 pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     let (k, q, c, w, t, il) = (l.k, l.q, l.cfg, l.w, l.t, l.il);
-    let lc = &c.layers[il];
     k.norm
         .rms_norm(q, &s.x, &w.attn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
     let (wq, wk, wv) = (w.wq.view(), w.wk.view(), w.wv.view());
@@ -42,37 +41,7 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
         c.head_dim,
         c.rms_eps,
     )?;
-    let mode = Engine::rope_mode(c);
-    k.rope
-        .run(q, mode, &s.q, &s.pos, l.rope, t, c.n_head, c.head_dim)?;
-    k.rope
-        .run(q, mode, &s.k, &s.pos, l.rope, t, c.n_kv_head, c.head_dim)?;
-    k.kv.run(
-        q,
-        &s.k,
-        &s.v,
-        l.kc,
-        l.vc,
-        &s.pos,
-        t,
-        c.n_kv_head,
-        c.head_dim,
-        l.n_ctx,
-    )?;
-    k.attn.run(
-        q,
-        &s.q,
-        l.kc,
-        l.vc,
-        &s.pos,
-        &s.att,
-        t,
-        c.n_head,
-        c.n_kv_head,
-        l.n_ctx,
-        lc.window,
-        c.attn_scale,
-    )?;
+    l.rope_store_attend(s)?;
     k.mul(q, &w.wo.view(), &s.att, &s.xq, &mut s.o, t)?;
     k.norm.rms_norm_add(
         q,

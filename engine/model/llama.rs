@@ -3,48 +3,17 @@
 //!   store k, v (f16); att = attention(q); x += Wo att;
 //!   h = norm(x) * ffn_norm; x += Wdown (silu(Wgate h) * Wup h).
 
-use super::engine::{Engine, LayerCtx, Scratch};
+use super::engine::{LayerCtx, Scratch};
 use super::EngineError;
 
 pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     let (k, q, c, w, t) = (l.k, l.q, l.cfg, l.w, l.t);
-    let lc = &c.layers[l.il];
     k.norm
         .rms_norm(q, &s.x, &w.attn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
     let (wq, wk, wv) = (w.wq.view(), w.wk.view(), w.wv.view());
     let outs = &mut [(&wq, &mut s.q), (&wk, &mut s.k), (&wv, &mut s.v)];
     k.mul_same_x(q, &s.h, &s.xq, outs, t)?;
-    let mode = Engine::rope_mode(c);
-    k.rope
-        .run(q, mode, &s.q, &s.pos, l.rope, t, c.n_head, c.head_dim)?;
-    k.rope
-        .run(q, mode, &s.k, &s.pos, l.rope, t, c.n_kv_head, c.head_dim)?;
-    k.kv.run(
-        q,
-        &s.k,
-        &s.v,
-        l.kc,
-        l.vc,
-        &s.pos,
-        t,
-        c.n_kv_head,
-        c.head_dim,
-        l.n_ctx,
-    )?;
-    k.attn.run(
-        q,
-        &s.q,
-        l.kc,
-        l.vc,
-        &s.pos,
-        &s.att,
-        t,
-        c.n_head,
-        c.n_kv_head,
-        l.n_ctx,
-        lc.window,
-        c.attn_scale,
-    )?;
+    l.rope_store_attend(s)?;
     k.mul(q, &w.wo.view(), &s.att, &s.xq, &mut s.o, t)?;
     // x += o; h = norm(x) * ffn_norm
     k.norm
