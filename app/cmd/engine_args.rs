@@ -27,6 +27,10 @@ pub struct EngineArgs {
     /// With --split-cpu: layers per card, comma-separated (default: an even split).
     #[arg(long = "layer-split", value_delimiter = ',')]
     pub layer_split: Option<Vec<usize>>,
+    /// Submit every kernel of a decode step one by one instead of replaying the step's
+    /// recorded SYCL graph (same results, bitwise; for A/B timing).
+    #[arg(long = "no-graphs")]
+    pub no_graphs: bool,
 }
 
 impl EngineArgs {
@@ -68,6 +72,8 @@ impl EngineArgs {
             Engine::load_split(&path, cards, self.layer_split.as_deref(), &opts)
         }
         .with_context(|| format!("loading {}", path.display()))?;
+        let mut eng = eng;
+        eng.set_step_graphs(!self.no_graphs);
         Ok((path, eng))
     }
 }

@@ -18,7 +18,7 @@
 use super::float_args::{ensure, holds, int, prod};
 use crate::sycl::{kernels, Arg, Context, DeviceBuffer, Kernel, NdRange, Queue, Result};
 use half::f16;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 const OP: &str = "attention";
 
@@ -92,6 +92,36 @@ impl Attention {
         self.head_dim
     }
 
+    /// Allocates `q`'s partial-record scratch for calls of up to `t` rows now. A recorded graph
+    /// captures the scratch pointer, so a later, wider call must not reallocate it.
+    pub fn reserve(&self, q: &Queue, t: usize, n_head: usize, n_ctx: usize) -> Result<()> {
+        let n_chunks = n_ctx.div_ceil(CHUNK);
+        let need = prod(OP, &[t, n_head, n_chunks, self.head_dim + 16])?;
+        self.scratch_for(q, need).map(|_| ())
+    }
+
+    /// `q`'s scratch (index into the locked list), grown to at least `need` floats.
+    fn scratch_for(
+        &self,
+        q: &Queue,
+        need: usize,
+    ) -> Result<(MutexGuard<'_, Vec<DeviceBuffer<f32>>>, usize)> {
+        // poisoned only if a launch panicked; the Vec itself is still consistent
+        let mut scratch = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let i = match scratch.iter().position(|b| Arc::ptr_eq(&b.queue().0, &q.0)) {
+            Some(i) => i,
+            None => {
+                scratch.push(q.alloc::<f32>(need)?);
+                scratch.len() - 1
+            }
+        };
+        if scratch[i].len() < need {
+            // the old buffer's drop waits for the queue, so no queued kernel still uses it
+            scratch[i] = q.alloc::<f32>(need)?;
+        }
+        Ok((scratch, i))
+    }
+
     /// Attention for `t` query rows. window = 0: full causal; > 0: sliding window.
     #[allow(clippy::too_many_arguments)]
     pub fn run(
@@ -121,19 +151,7 @@ impl Attention {
         let need = prod(OP, &[t, n_head, n_chunks, hd + 16])?;
         int(OP, "partial records", need)?;
 
-        // poisoned only if a launch panicked; the Vec itself is still consistent
-        let mut scratch = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
-        let i = match scratch.iter().position(|b| Arc::ptr_eq(&b.queue().0, &q.0)) {
-            Some(i) => i,
-            None => {
-                scratch.push(q.alloc::<f32>(need)?);
-                scratch.len() - 1
-            }
-        };
-        if scratch[i].len() < need {
-            // the old buffer's drop waits for the queue, so no queued kernel still uses it
-            scratch[i] = q.alloc::<f32>(need)?;
-        }
+        let (scratch, i) = self.scratch_for(q, need)?;
         let part = &scratch[i];
         q.launch(
             &self.part,

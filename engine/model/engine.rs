@@ -22,8 +22,10 @@ use crate::kernels::kv::KvStore;
 use crate::kernels::norm::Norm;
 use crate::kernels::rope::{Rope, RopeMode, RopeTable};
 use crate::kernels::{MatrixKernels, WeightView};
-use crate::sycl::{copy_across_n, Card, DeviceBuffer, HostBuffer, Queue};
+use crate::sycl::{copy_across_n, Card, DeviceBuffer, Graph, HostBuffer, Queue};
 use half::f16;
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
 
@@ -350,6 +352,7 @@ pub struct Engine {
     pos: usize,
     file_bytes: u64,
     n_params: u64,
+    graphs: StepGraphs,
 }
 
 impl Engine {
@@ -437,6 +440,13 @@ impl Engine {
             .enumerate()
             .map(|(i, (card, r))| Stage::new(card, r, &cfg, n_ctx, rows, i + 1 == n_cards))
             .collect::<Result<Vec<_>, _>>()?;
+        for st in &stages {
+            // graphs capture the attention scratch pointer: size it for the widest step now
+            kernels
+                .attn
+                .decode
+                .reserve(&st.card.queue, LOGIT_ROWS, cfg.n_head, n_ctx)?;
+        }
         let staging = if n_cards > 1 {
             Some(
                 stages[0]
@@ -458,6 +468,10 @@ impl Engine {
             pos: 0,
             file_bytes: g.file_len(),
             n_params,
+            graphs: StepGraphs {
+                on: true,
+                map: HashMap::new(),
+            },
         })
     }
 
@@ -587,13 +601,23 @@ impl Engine {
         for (ci, chunk) in tokens.chunks(rows).enumerate() {
             let r0 = ci * rows;
             let p0 = start_pos + r0;
-            self.run_chunk(chunk, p0)?;
             let local: Vec<usize> = want
                 .iter()
                 .filter(|&&r| r >= r0 && r < r0 + chunk.len())
                 .map(|&r| r - r0)
                 .collect();
-            if !local.is_empty() {
+            // The decode step and the verify window want the logits of rows 0..n: the head then
+            // runs on the normed rows in place, inside the step (and its graph).
+            let n = local.len();
+            let direct = n > 0 && n <= LOGIT_ROWS && local.iter().enumerate().all(|(i, &r)| i == r);
+            self.run_chunk(chunk, p0, if direct { n } else { 0 })?;
+            if direct {
+                let last = &self.stages[self.stages.len() - 1];
+                let s = &last.scratch;
+                let buf = if n == 1 { &s.logits1 } else { &s.logits };
+                let l = last.card.queue.to_vec_prefix(buf, n * self.cfg.n_vocab)?;
+                push_rows(&l, self.cfg.n_vocab, &local, p0, &mut out)?;
+            } else if !local.is_empty() {
                 self.head(chunk.len(), &local, p0, &mut out)?;
             }
             self.pos = p0 + chunk.len();
@@ -601,62 +625,68 @@ impl Engine {
         Ok(out)
     }
 
+    /// Turns the recording and replay of steps of up to `LOGIT_ROWS` rows on or off (on by
+    /// default; `strata bench --no-graphs` compares). Off drops the recorded graphs.
+    pub fn set_step_graphs(&mut self, on: bool) {
+        self.graphs.on = on;
+        self.graphs.map.clear();
+    }
+
+    /// Steps recorded so far (one per stage, row count and head rows seen).
+    pub fn step_graphs(&self) -> usize {
+        self.graphs.map.len()
+    }
+
     /// All layers for `t` tokens at positions p0..; leaves the final hidden states in the last
-    /// stage's scratch.x. Between stages the t residual rows cross through the staging memory.
-    fn run_chunk(&mut self, tokens: &[u32], p0: usize) -> Result<(), EngineError> {
+    /// stage's scratch.x, and with `head_rows` > 0 the logits of rows 0..head_rows in its
+    /// logits1 (one row) or logits buffer. Between stages the t residual rows cross through the
+    /// staging memory. Steps of at most `LOGIT_ROWS` rows are replayed from a recorded graph.
+    fn run_chunk(
+        &mut self,
+        tokens: &[u32],
+        p0: usize,
+        head_rows: usize,
+    ) -> Result<(), EngineError> {
         let t = tokens.len();
-        let c = &self.cfg;
-        let k = &self.kernels;
-        let rows = self.stages[0].scratch.rows;
-        let mut ids = vec![0i32; rows];
-        let mut pos = vec![0i32; rows];
-        for i in 0..t {
-            ids[i] = tokens[i] as i32;
-            pos[i] = (p0 + i) as i32;
-        }
-        for si in 0..self.stages.len() {
+        let ids: Vec<i32> = tokens.iter().map(|&x| x as i32).collect();
+        let pos: Vec<i32> = (0..t).map(|i| (p0 + i) as i32).collect();
+        let n_stages = self.stages.len();
+        for si in 0..n_stages {
             let (done, rest) = self.stages.split_at_mut(si);
             let st = &mut rest[0];
-            let q = &st.card.queue;
-            let s = &mut st.scratch;
+            let q = st.card.queue.clone();
             if si == 0 {
-                q.upload_to(&s.ids, &ids)?;
-                q.upload_to(&s.pos, &pos)?;
-                k.embed.run(
-                    q,
-                    &self.weights.embd,
-                    self.weights.embd_type,
-                    c.n_vocab,
-                    c.n_embd,
-                    &s.ids,
-                    t,
-                    &s.x,
-                    c.embd_scale,
-                )?;
+                q.upload_prefix(&st.scratch.ids, &ids)?;
             } else {
-                q.upload_to(&s.pos, &pos)?;
                 let prev = &done[si - 1].scratch.x; // (rows, n_embd) on the previous card
-                copy_across_n(prev, &s.x, t * c.n_embd, self.staging.as_ref())?;
+                copy_across_n(
+                    prev,
+                    &st.scratch.x,
+                    t * self.cfg.n_embd,
+                    self.staging.as_ref(),
+                )?;
             }
-            for il in st.layers.clone() {
-                let j = il - st.layers.start;
-                let lc = LayerCtx {
-                    k,
-                    q,
-                    cfg: c,
-                    il,
-                    w: &self.weights.layers[il],
-                    rope: &st.rope_tables[st.layer_rope[j]],
-                    kc: &st.kcache[j],
-                    vc: &st.vcache[j],
-                    n_ctx: self.n_ctx,
-                    t,
-                };
-                match c.arch {
-                    Arch::Gemma3 => gemma3::layer(&lc, s)?,
-                    _ => llama::layer(&lc, s)?,
-                }
+            q.upload_prefix(&st.scratch.pos, &pos)?;
+            let step = StageStep {
+                cfg: &self.cfg,
+                k: &self.kernels,
+                weights: &self.weights,
+                n_ctx: self.n_ctx,
+                embed: si == 0,
+                head_rows: if si + 1 == n_stages { head_rows } else { 0 },
+                t,
+            };
+            // A profiling trace wants every launch's own event: no graphs then.
+            if !self.graphs.on || t > LOGIT_ROWS || q.tracing() {
+                step.run(&q, st)?;
+                continue;
             }
+            let key = (si, t, step.head_rows);
+            let graph = match self.graphs.map.entry(key) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => e.insert(q.record(|q| step.run(q, st))?),
+            };
+            q.replay(graph)?;
         }
         Ok(())
     }
@@ -687,7 +717,7 @@ impl Engine {
             c.rms_eps,
         )?;
         let head = self.weights.head(c);
-        let all: Vec<f32> = q.to_vec(&s.h)?;
+        let all: Vec<f32> = q.to_vec_prefix(&s.h, t * c.n_embd)?;
         for group in local.chunks(LOGIT_ROWS) {
             let n = group.len();
             let (sel, logits) = if n == 1 {
@@ -695,25 +725,15 @@ impl Engine {
             } else {
                 (&mut s.sel, &mut s.logits)
             };
-            let mut rows = vec![0f32; sel.len()];
+            let mut rows = vec![0f32; n * c.n_embd];
             for (j, &r) in group.iter().enumerate() {
                 rows[j * c.n_embd..(j + 1) * c.n_embd]
                     .copy_from_slice(&all[r * c.n_embd..(r + 1) * c.n_embd]);
             }
-            q.upload_to(sel, &rows)?;
+            q.upload_prefix(sel, &rows)?;
             k.mul(q, &head, sel, &s.xq, logits, n)?;
-            let l = q.to_vec(logits)?;
-            for (j, &r) in group.iter().enumerate() {
-                let row = l[j * c.n_vocab..(j + 1) * c.n_vocab].to_vec();
-                if let Some(i) = row.iter().position(|v| !v.is_finite()) {
-                    return Err(EngineError::NonFinite {
-                        pos: p0 + r,
-                        index: i,
-                        value: row[i],
-                    });
-                }
-                out.push(row);
-            }
+            let l = q.to_vec_prefix(logits, n * c.n_vocab)?;
+            push_rows(&l, c.n_vocab, group, p0, out)?;
         }
         Ok(())
     }
@@ -733,4 +753,110 @@ fn card_name(card: &Card) -> String {
         .info()
         .map(|i| i.name)
         .unwrap_or_else(|_| "?".into())
+}
+
+/// Appends the `rows.len()` logits rows of `l` ((n, n_vocab)) to `out`, refusing non-finite
+/// values (the position is p0 + the chunk row).
+fn push_rows(
+    l: &[f32],
+    n_vocab: usize,
+    rows: &[usize],
+    p0: usize,
+    out: &mut Vec<Vec<f32>>,
+) -> Result<(), EngineError> {
+    for (j, &r) in rows.iter().enumerate() {
+        let row = l[j * n_vocab..(j + 1) * n_vocab].to_vec();
+        if let Some(i) = row.iter().position(|v| !v.is_finite()) {
+            return Err(EngineError::NonFinite {
+                pos: p0 + r,
+                index: i,
+                value: row[i],
+            });
+        }
+        out.push(row);
+    }
+    Ok(())
+}
+
+/// Recorded steps (SYCL graphs), keyed by (stage, rows, head rows). A step of t <= LOGIT_ROWS
+/// rows submits the same kernels with the same arguments at every position: token ids and
+/// positions are read from device buffers, buffers are allocated once, and the attention's
+/// launch geometry depends on n_ctx only (its scratch is reserved for LOGIT_ROWS rows up
+/// front). So each shape is recorded once and replayed, which costs a fraction of submitting
+/// its ~300-600 launches one by one, with bitwise the same results (same kernels, same
+/// arguments, same order).
+struct StepGraphs {
+    on: bool,
+    map: HashMap<(usize, usize, usize), Graph>,
+}
+
+/// The device work of one stage for one step, the same whether run directly or recorded.
+struct StageStep<'a> {
+    cfg: &'a ModelConfig,
+    k: &'a Kernels,
+    weights: &'a Weights,
+    n_ctx: usize,
+    /// this stage embeds the token ids (the first card)
+    embed: bool,
+    /// > 0 on the last card when the head runs on rows 0..head_rows in place
+    head_rows: usize,
+    t: usize,
+}
+
+impl StageStep<'_> {
+    fn run(&self, q: &Queue, st: &mut Stage) -> Result<(), EngineError> {
+        let (c, k, t) = (self.cfg, self.k, self.t);
+        let s = &mut st.scratch;
+        if self.embed {
+            k.embed.run(
+                q,
+                &self.weights.embd,
+                self.weights.embd_type,
+                c.n_vocab,
+                c.n_embd,
+                &s.ids,
+                t,
+                &s.x,
+                c.embd_scale,
+            )?;
+        }
+        for il in st.layers.clone() {
+            let j = il - st.layers.start;
+            let lc = LayerCtx {
+                k,
+                q,
+                cfg: c,
+                il,
+                w: &self.weights.layers[il],
+                rope: &st.rope_tables[st.layer_rope[j]],
+                kc: &st.kcache[j],
+                vc: &st.vcache[j],
+                n_ctx: self.n_ctx,
+                t,
+            };
+            match c.arch {
+                Arch::Gemma3 => gemma3::layer(&lc, s)?,
+                _ => llama::layer(&lc, s)?,
+            }
+        }
+        let n = self.head_rows;
+        if n > 0 {
+            k.norm.rms_norm(
+                q,
+                &s.x,
+                &self.weights.output_norm,
+                &s.h,
+                t,
+                c.n_embd,
+                c.rms_eps,
+            )?;
+            let logits = if n == 1 {
+                &mut s.logits1
+            } else {
+                &mut s.logits
+            };
+            k.mul(q, &self.weights.head(c), &s.h, &s.xq, logits, n)?;
+        }
+        Ok(())
+    }
 }

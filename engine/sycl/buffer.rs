@@ -144,6 +144,16 @@ impl<T: Copy> DeviceBuffer<T> {
     }
 }
 
+fn check_fits(op: &'static str, want: usize, have: usize) -> Result<()> {
+    if want > have {
+        return Err(SyclError::invalid(
+            op,
+            format!("{want} elements do not fit a buffer of {have}"),
+        ));
+    }
+    Ok(())
+}
+
 fn check_len(op: &'static str, have: usize, want: usize) -> Result<()> {
     if have != want {
         return Err(SyclError::invalid(
@@ -219,6 +229,36 @@ impl Queue {
             src.ptr,
             src.bytes(),
         )
+    }
+
+    /// Copies `data` into the first `data.len()` elements of `dst` and waits (a decode step
+    /// uploads its one token, not the whole chunk-sized buffer).
+    pub fn upload_prefix<T: Copy>(&self, dst: &DeviceBuffer<T>, data: &[T]) -> Result<()> {
+        check_fits("upload", data.len(), dst.len)?;
+        self.memcpy_wait(
+            "upload",
+            dst.ptr,
+            data.as_ptr() as *const c_void,
+            std::mem::size_of_val(data),
+        )
+    }
+
+    /// The first `n` elements of `src` in a new Vec, after every earlier command on this queue.
+    pub fn to_vec_prefix<T: DevicePod>(&self, src: &DeviceBuffer<T>, n: usize) -> Result<Vec<T>> {
+        check_fits("download", n, src.len)?;
+        let mut v = Vec::with_capacity(n);
+        // SAFETY: DevicePod: any bytes are a valid T; the copy writes all n elements before
+        // set_len is observable (a failed download drops v with len 0).
+        unsafe {
+            self.memcpy_wait(
+                "download",
+                v.as_mut_ptr() as *mut c_void,
+                src.ptr,
+                n * std::mem::size_of::<T>(),
+            )?;
+            v.set_len(n);
+        }
+        Ok(v)
     }
 
     /// `download` into a new Vec.

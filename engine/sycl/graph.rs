@@ -2,7 +2,7 @@
 //! (~2 us per kernel instead of ~3-4 us per plain submit on the CPU device).
 
 use super::context::{with_event, Event, Queue};
-use super::error::{check, Result};
+use super::error::{check, Result, SyclError};
 use super::ffi;
 use std::ptr;
 
@@ -35,7 +35,10 @@ impl Queue {
     /// Records everything `body` submits to this queue (nothing runs), then finalizes it.
     /// `Status::Unsupported` if the device has no graph support. Buffers and argument values
     /// are captured as they are now: a replay reuses the same pointers and scalars.
-    pub fn record(&self, body: impl FnOnce(&Queue) -> Result<()>) -> Result<Graph> {
+    pub fn record<E: From<SyclError>>(
+        &self,
+        body: impl FnOnce(&Queue) -> std::result::Result<(), E>,
+    ) -> std::result::Result<Graph, E> {
         let mut g = ptr::null_mut();
         // SAFETY: live queue, valid out-pointer.
         check("graph begin_recording", unsafe {
