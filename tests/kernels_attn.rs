@@ -1,6 +1,9 @@
 //! Attention parity over the f16 KV cache (the reference reads the same f16 values), the sliding
 //! window, long KV (positions 4000+ and the end of an 8192 context), and the bitwise guarantee:
-//! a T-row call equals T one-row calls.
+//! a T-row call equals T one-row calls. One-row calls take the one-launch `attn_fused` path
+//! (arrival counter; used for at most `attn::FUSED_MAX_PAIRS` (row, head) pairs) and T = 8 the
+//! two-launch path, so the bitwise test also holds the two paths to each other, launch after
+//! launch on one counter.
 mod kernels_common;
 use half::f16;
 use kernels_common::*;
@@ -89,6 +92,9 @@ fn attention_matches_reference() {
         (&SMOL, "SmolLM2", vec![0, 37, 4000, 8184], 8),
         (&GEMMA_LOCAL, "Gemma local", vec![0, 300, 509, 4990], 8),
         (&GEMMA_GLOBAL, "Gemma global", vec![5, 4990], 6),
+        // one row: the one-launch attn_fused path
+        (&SMOL, "SmolLM2", vec![0, 130, 8191], 1),
+        (&GEMMA_LOCAL, "Gemma local", vec![4990], 1),
     ] {
         let k = Attention::new(&ctx, c.hd).unwrap();
         let (kh, vh) = (c.cache(&mut rng), c.cache(&mut rng));

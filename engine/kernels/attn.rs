@@ -57,12 +57,24 @@ pub const CHUNK: usize = 128;
 pub struct Attention {
     part: Kernel,
     combine: Kernel,
+    /// part + combine in one launch (arrival counter), for calls of few (row, head) pairs
+    fused: Kernel,
     head_dim: usize,
     /// work-groups wanted per call (a few per compute unit), shared out among the kv heads
     target_groups: usize,
-    /// partial-record scratch, one per queue that ran this: (T, n_head, n_chunks, head_dim + 16)
-    scratch: Mutex<Vec<DeviceBuffer<f32>>>,
+    /// partial-record scratch and arrival counter, one per queue that ran this
+    scratch: Mutex<Vec<PerQueue>>,
 }
+
+struct PerQueue {
+    part: DeviceBuffer<f32>,    // (T, n_head, n_chunks, head_dim + 16)
+    counter: DeviceBuffer<u32>, // (1) zero between launches
+}
+
+/// Calls with at most this many (row, head) pairs run `attn_fused`: its last work-group folds
+/// every pair alone, which beats a second launch only while the pairs are few (the decode step:
+/// 9 for SmolLM2, 4 for Gemma 3; verify windows of up to 4 rows on Gemma 3).
+pub const FUSED_MAX_PAIRS: usize = 16;
 
 impl Attention {
     /// head_dim: a multiple of 16 (64 for SmolLM2, 256 for Gemma 3 270M).
@@ -82,6 +94,7 @@ impl Attention {
         Ok(Attention {
             part: m.kernel("attn_part")?,
             combine: m.kernel("attn_combine")?,
+            fused: m.kernel("attn_fused")?,
             head_dim,
             target_groups: 4 * cus,
             scratch: Mutex::new(Vec::new()),
@@ -105,19 +118,27 @@ impl Attention {
         &self,
         q: &Queue,
         need: usize,
-    ) -> Result<(MutexGuard<'_, Vec<DeviceBuffer<f32>>>, usize)> {
+    ) -> Result<(MutexGuard<'_, Vec<PerQueue>>, usize)> {
         // poisoned only if a launch panicked; the Vec itself is still consistent
         let mut scratch = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
-        let i = match scratch.iter().position(|b| Arc::ptr_eq(&b.queue().0, &q.0)) {
+        let i = match scratch
+            .iter()
+            .position(|b| Arc::ptr_eq(&b.part.queue().0, &q.0))
+        {
             Some(i) => i,
             None => {
-                scratch.push(q.alloc::<f32>(need)?);
+                let counter = q.alloc::<u32>(1)?;
+                q.fill(&counter, 0)?;
+                scratch.push(PerQueue {
+                    part: q.alloc::<f32>(need)?,
+                    counter,
+                });
                 scratch.len() - 1
             }
         };
-        if scratch[i].len() < need {
+        if scratch[i].part.len() < need {
             // the old buffer's drop waits for the queue, so no queued kernel still uses it
-            scratch[i] = q.alloc::<f32>(need)?;
+            scratch[i].part = q.alloc::<f32>(need)?;
         }
         Ok((scratch, i))
     }
@@ -152,7 +173,29 @@ impl Attention {
         int(OP, "partial records", need)?;
 
         let (scratch, i) = self.scratch_for(q, need)?;
-        let part = &scratch[i];
+        let PerQueue { part, counter } = &scratch[i];
+        if t * n_head <= FUSED_MAX_PAIRS {
+            return q.launch(
+                &self.fused,
+                NdRange::groups(groups, 16),
+                &[
+                    Arg::buf(qrows),
+                    Arg::buf(kc),
+                    Arg::buf(vc),
+                    Arg::buf(pos),
+                    Arg::buf(part),
+                    Arg::buf(counter),
+                    Arg::buf(out),
+                    Arg::i32(int(OP, "t", t)?),
+                    Arg::i32(int(OP, "n_head", n_head)?),
+                    Arg::i32(int(OP, "n_kv_head", n_kv_head)?),
+                    Arg::i32(int(OP, "n_ctx", n_ctx)?),
+                    Arg::i32(int(OP, "window", window)?),
+                    Arg::f32(scale),
+                    Arg::i32(int(OP, "slices", slices)?),
+                ],
+            );
+        }
         q.launch(
             &self.part,
             NdRange::groups(groups, 16),
