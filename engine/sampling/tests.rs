@@ -276,3 +276,22 @@ fn filtered_tokens_are_never_drawn() {
         assert!(s.sample(&halves()).unwrap() < 2);
     }
 }
+
+#[test]
+fn ranked_top_k_is_the_full_sort_truncated() {
+    // many ties (logits from a handful of values) so the id tie-break decides often
+    let mut rng = SplitMix64::new(7);
+    for n in [1usize, 2, 5, 100, 4097] {
+        let logits: Vec<f32> = (0..n).map(|_| (rng.next_u64() % 7) as f32 - 3.0).collect();
+        let mut full: Vec<usize> = (0..n).collect();
+        full.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
+        for k in [0usize, 1, 2, 3, 40, n - 1, n, n + 5] {
+            let want = if k > 0 && k < n {
+                &full[..k]
+            } else {
+                &full[..]
+            };
+            assert_eq!(ranked(&logits, k), want, "n {n} top_k {k}");
+        }
+    }
+}
