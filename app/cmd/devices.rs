@@ -87,10 +87,9 @@ pub fn run(args: Args) -> Result<()> {
         let mut modules = Vec::new();
         for src in sycl::kernels::ALL {
             let m = ctx.module(src, &[])?;
-            // A second build in the same process (bypassing the in-process map) reads the IR the
-            // first one put in the disk cache; the runtime keys the device binary on that IR,
-            // which differs from a fresh compile's, so only this rebuild stores the binary the
-            // next process will hit. Costs one device compile now, saves it on every later start.
+            // `module` already rebuilt a cold module from the cached IR (which stores the device
+            // binary later processes hit; docs/sycl.md); this build, bypassing the in-process
+            // map, shows what a warm start pays for it.
             let again = ctx.build(src.name, src.text, &[])?;
             modules.push((
                 src.name.to_string(),

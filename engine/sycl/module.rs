@@ -144,7 +144,16 @@ impl Context {
         if let Some(m) = map.get(&key) {
             return Ok(m.clone());
         }
+        let before = disk_cache_files();
         let m = Arc::new(self.build(source.name, source.text, options)?);
+        if before.is_some() && disk_cache_files() > before {
+            // The runtime compiled and stored something: a cold build. Its device binary is keyed
+            // by the fresh compile's IR, which differs from the IR later processes read back from
+            // the cache (docs/sycl.md, "a warm start needs the cache written twice"), so build
+            // again from the cached IR to store the binary the next start will hit. The first
+            // module is kept either way; a failed rebuild only costs the next start a compile.
+            let _ = self.build(source.name, source.text, options);
+        }
         map.insert(key, m.clone());
         Ok(m)
     }
@@ -439,4 +448,28 @@ fn add_context(e: SyclError, what: String) -> SyclError {
         },
         e => e,
     }
+}
+
+/// Files under the runtime's persistent kernel cache (`SYCL_CACHE_DIR`, set by `runtime`), or None
+/// when there is no such cache to watch. A handful of small files per module: cheap to count.
+fn disk_cache_files() -> Option<usize> {
+    if std::env::var_os("SYCL_CACHE_PERSISTENT").is_some_and(|v| v == "0") {
+        return None;
+    }
+    let dir = std::path::PathBuf::from(std::env::var_os("SYCL_CACHE_DIR")?);
+    let mut n = 0usize;
+    let mut stack = vec![dir];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(_) => n += 1,
+                Err(_) => {}
+            }
+        }
+    }
+    Some(n)
 }
