@@ -146,6 +146,29 @@ fn profile_decode(
         dev * 1e6,
         (wall - dev) * 1e6
     );
+    // The same steps untraced, replayed from the step graph and submitted one by one, so the
+    // launch overhead the graph removes is visible next to the breakdown.
+    let mut untraced = |graphs: bool| -> Result<f64> {
+        eng.set_step_graphs(graphs);
+        eng.forward(&toks[..1], PROMPT, &[0])?; // records the graph when on
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let t0 = Instant::now();
+            for (i, &tk) in toks.iter().enumerate() {
+                eng.forward(&[tk], PROMPT + i, &[0])?;
+            }
+            best = best.min(t0.elapsed().as_secs_f64() / n as f64);
+        }
+        Ok(best)
+    };
+    let (direct, replayed) = (untraced(false)?, untraced(true)?);
+    println!(
+        "untraced, best of 3 x {n} steps: {:.0} us per step submitted one by one, {:.0} us replayed \
+         from the step graph ({:.2}x)",
+        direct * 1e6,
+        replayed * 1e6,
+        direct / replayed
+    );
     println!("| kernel [global/local] | launches/step | us/step | % of kernel time |");
     println!("| --------------------- | ------------: | ------: | ---------------: |");
     for k in &times {
