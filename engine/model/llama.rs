@@ -38,7 +38,7 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
         k.mul_same_x(q, &s.h, &s.xq, outs, t)?;
     }
     let wd = w.down.view();
-    if let Some(m) = k.fused_round(&[&wd]) {
+    if let Some(m) = k.fused_glu_round(&wd, t) {
         let n = t * c.n_ff;
         k.glu_q8
             .run(q, Glu::Silu, &s.gate, &s.up, &s.xq, n, m.block())?;

@@ -21,20 +21,20 @@ static inline void glu_q8(const float *gate, const float *up, float *yq, int n_b
   const int lane = (int)sg.get_local_id()[0];
   const size_t b = it.get_group(0);
   if (b >= (size_t)n_blocks) return;
-  const size_t base = b * B;
-  auto act = [&](size_t i) {
-    return GELU ? gelu_mul1(gate[i], up[i]) : silu_mul1(gate[i], up[i]);
-  };
+  // uniform pointers + int lane offsets keep the loads "uniform + lane" vector loads
+  const float *gb = gate + b * B, *ub = up + b * B;
+  float *yb = yq + b * B;
+  auto act = [&](int i) { return GELU ? gelu_mul1(gb[i], ub[i]) : silu_mul1(gb[i], ub[i]); };
   if (B == 32) {
     float y0, y1;
-    q8_32_round(sg, act(base + lane), act(base + 16 + lane), y0, y1);
-    yq[base + lane] = y0;
-    yq[base + 16 + lane] = y1;
+    q8_32_round(sg, act(lane), act(16 + lane), y0, y1);
+    yb[lane] = y0;
+    yb[16 + lane] = y1;
   } else {
     float v[16];
-    for (int k = 0; k < 16; k++) v[k] = act(base + k * 16 + lane);
+    for (int k = 0; k < 16; k++) v[k] = act(k * 16 + lane);
     q8_256_round(sg, lane, v);
-    for (int k = 0; k < 16; k++) yq[base + k * 16 + lane] = v[k];
+    for (int k = 0; k < 16; k++) yb[k * 16 + lane] = v[k];
   }
 }
 
