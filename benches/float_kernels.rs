@@ -1,16 +1,22 @@
 //! Float-kernel timings on the default card, median of several runs each, at the real models'
 //! shapes: `cargo bench --bench float_kernels` (or `cargo run --release --bench ...`).
 //! Attention is reported with the KV bytes it reads; the rest are small next to the matmuls.
+//! `cargo bench --bench float_kernels -- fused` times only the fused kernels of the decode step
+//! against the unfused sequences they replace (launches included), at T = 1, 8, 256.
 
 use half::f16;
 use std::time::Instant;
 use strata::kernels::act::Elementwise;
 use strata::kernels::attn::Attention;
+use strata::kernels::glu_q8::{Glu, GluQ8};
 use strata::kernels::kv::KvStore;
 use strata::kernels::norm::Norm;
+use strata::kernels::norm_q8::NormQ8;
 use strata::kernels::rope::{Rope, RopeMode, RopeTable};
+use strata::kernels::rope_kv::{QkNorm, RopeKv, RopeKvShape};
 use strata::kernels::softmax::Softmax;
-use strata::sycl::{Card, Queue, Result};
+use strata::model::actq::{ActQ, ActRound};
+use strata::sycl::{Card, Context, Queue, Result};
 
 const RUNS: usize = 15;
 
@@ -35,6 +41,9 @@ fn main() -> Result<()> {
     let card = Card::default_card()?;
     let (ctx, q) = (&card.context, &card.queue);
     println!("device: {}", card.device.info()?.name);
+    if std::env::args().any(|a| a == "fused") {
+        return fused(ctx, q);
+    }
     let filled = |n: usize, v: f32| q.upload(&vec![v; n]);
     let cache = |n: usize| {
         q.upload(
@@ -106,5 +115,94 @@ fn main() -> Result<()> {
     let logits = filled(262144, 0.01)?;
     let us = median_us(q, || sm.run(q, &logits, &logits, 1, 262144, 1.0))?;
     println!("softmax 1 x 262144: {us:.1} us");
+    Ok(())
+}
+
+/// Fused kernels vs the unfused sequences they replace (Gemma 3 shapes: n_embd 640, 4 / 1 heads of
+/// 256, n_ff 2048; SmolLM2's rope: 9 / 3 heads of 64), median us per call sequence.
+fn fused(ctx: &Context, q: &Queue) -> Result<()> {
+    let (norm, nq8, aq) = (Norm::new(ctx)?, NormQ8::new(ctx)?, ActQ::new(ctx)?);
+    let (ew, g8) = (Elementwise::new(ctx)?, GluQ8::new(ctx)?);
+    let (rope, kv, rkv) = (Rope::new(ctx)?, KvStore::new(ctx)?, RopeKv::new(ctx)?);
+    let filled = |n: usize, v: f32| q.upload(&vec![v; n]);
+    let n_ctx = 1024;
+    for t in [1usize, 8, 256] {
+        let (x, o) = (filled(t * 640, 0.5)?, filled(t * 640, 0.25)?);
+        let (w, xq, h) = (
+            filled(640, 1.0)?,
+            filled(t * 640, 0.0)?,
+            filled(t * 640, 0.0)?,
+        );
+        let r32 = ActRound::Q8Block32;
+        let un = median_us(q, || {
+            norm.rms_norm(q, &x, &w, &h, t, 640, 1e-6)?;
+            aq.run(q, r32, &h, &xq, t * 640)
+        })?;
+        let fu = median_us(q, || nq8.rms_norm(q, &x, &w, &xq, t, 640, 1e-6, 32))?;
+        println!("T {t:3} rms_norm + act_q8_32 (640): unfused {un:7.1} us, fused {fu:7.1} us");
+        let un = median_us(q, || {
+            norm.rms_norm_add(q, &o, &w, &x, t, 640, 1e-6)?;
+            norm.rms_norm(q, &x, &w, &h, t, 640, 1e-6)?;
+            aq.run(q, r32, &h, &xq, t * 640)
+        })?;
+        let fu = median_us(q, || {
+            nq8.norm_add_norm(q, &o, &w, &x, &w, &xq, t, 640, 1e-6, 32)
+        })?;
+        println!("T {t:3} rms_norm_add + rms_norm + act_q8_32 (640): unfused {un:7.1} us, fused {fu:7.1} us");
+        let n = t * 2048;
+        let (g, u, y) = (filled(n, 0.3)?, filled(n, 0.7)?, filled(n, 0.0)?);
+        let un = median_us(q, || {
+            ew.gelu_mul(q, &g, &u, &y, n)?;
+            aq.run(q, ActRound::Q8Block256, &y, &y, n)
+        })?;
+        let fu = median_us(q, || g8.run(q, Glu::GeluTanh, &g, &u, &y, n, 256))?;
+        println!("T {t:3} gelu_mul + act_q8_256 (2048): unfused {un:7.1} us, fused {fu:7.1} us");
+        let n = t * 1536;
+        let (g, u, y) = (filled(n, 0.3)?, filled(n, 0.7)?, filled(n, 0.0)?);
+        let un = median_us(q, || {
+            ew.silu_mul(q, &g, &u, &y, n)?;
+            aq.run(q, r32, &y, &y, n)
+        })?;
+        let fu = median_us(q, || g8.run(q, Glu::Silu, &g, &u, &y, n, 32))?;
+        println!("T {t:3} silu_mul + act_q8_32 (1536): unfused {un:7.1} us, fused {fu:7.1} us");
+        for (name, mode, nh, nkv, hd, qk) in [
+            ("gemma3", RopeMode::Neox, 4usize, 1usize, 256usize, true),
+            ("smollm2", RopeMode::Norm, 9, 3, 64, false),
+        ] {
+            let pd = q.upload(&(0..t as i32).map(|i| 500 + i).collect::<Vec<_>>())?;
+            let table = RopeTable::new(q, 1e6, hd)?;
+            let qr = filled(t * nh * hd, 0.5)?;
+            let (k, v) = (filled(t * nkv * hd, 0.25)?, filled(t * nkv * hd, 0.75)?);
+            let zeros = vec![f16::ZERO; nkv * n_ctx * hd];
+            let (kc, vc) = (q.upload(&zeros)?, q.upload(&zeros)?);
+            let nw = filled(hd, 1.0)?;
+            let un = median_us(q, || {
+                if qk {
+                    norm.rms_norm(q, &qr, &nw, &qr, t * nh, hd, 1e-6)?;
+                    norm.rms_norm(q, &k, &nw, &k, t * nkv, hd, 1e-6)?;
+                }
+                rope.run(q, mode, &qr, &pd, &table, t, nh, hd)?;
+                rope.run(q, mode, &k, &pd, &table, t, nkv, hd)?;
+                kv.run(q, &k, &v, &kc, &vc, &pd, t, nkv, hd, n_ctx)
+            })?;
+            let norms = QkNorm {
+                q_w: &nw,
+                k_w: &nw,
+                eps: 1e-6,
+            };
+            let shape = RopeKvShape {
+                t,
+                n_head: nh,
+                n_kv_head: nkv,
+                head_dim: hd,
+                n_ctx,
+            };
+            let fu = median_us(q, || {
+                let nq = qk.then_some(&norms);
+                rkv.run(q, mode, nq, &qr, &k, &v, &kc, &vc, &pd, &table, shape)
+            })?;
+            println!("T {t:3} [qk norms +] rope q, k + kv_store ({name}): unfused {un:7.1} us, fused {fu:7.1} us");
+        }
+    }
     Ok(())
 }

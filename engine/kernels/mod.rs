@@ -9,13 +9,17 @@ pub mod tiled;
 
 pub use qmatrix::{matrix_ref, Family, MatrixError, MatrixKernels, QuantMatrix, WeightView};
 
-// Float kernels (embedding, norms, RoPE, KV cache, attention, softmax, element-wise).
+// Float kernels (embedding, norms, RoPE, KV cache, attention, softmax, element-wise), and the
+// fused ones around the matrix products (norm_q8, glu_q8: + activation rounding; rope_kv).
 pub mod act;
 pub mod attn;
 pub mod attn_prefill;
 pub mod embed;
 pub mod float_args;
+pub mod glu_q8;
 pub mod kv;
 pub mod norm;
+pub mod norm_q8;
 pub mod rope;
+pub mod rope_kv;
 pub mod softmax;

@@ -57,6 +57,10 @@ impl RopeTable {
     pub fn n_rot(&self) -> usize {
         self.n_rot
     }
+    /// The device table (n_rot / 2).
+    pub fn freq(&self) -> &DeviceBuffer<f32> {
+        &self.freq
+    }
 }
 
 /// The RoPE kernels, built once per context.

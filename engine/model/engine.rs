@@ -18,9 +18,12 @@ use crate::gguf::{Arch, Gguf};
 use crate::kernels::act::Elementwise;
 use crate::kernels::attn_prefill::AttnDispatch;
 use crate::kernels::embed::Embed;
+use crate::kernels::glu_q8::GluQ8;
 use crate::kernels::kv::KvStore;
 use crate::kernels::norm::Norm;
+use crate::kernels::norm_q8::NormQ8;
 use crate::kernels::rope::{Rope, RopeMode, RopeTable};
+use crate::kernels::rope_kv::{QkNorm, RopeKv, RopeKvShape};
 use crate::kernels::{MatrixKernels, WeightView};
 use crate::sycl::{copy_across_n, Card, DeviceBuffer, Graph, HostBuffer, Queue};
 use half::f16;
@@ -63,6 +66,12 @@ pub struct Kernels {
     pub act: Elementwise,
     pub actq: ActQ,
     pub act_round: bool,
+    /// Fused small kernels (norm + rounding, activation + rounding, rope + KV store) where they
+    /// apply; off = the unfused sequence, bitwise the same results (`Engine::set_fused`).
+    pub fused: bool,
+    pub norm_q8: NormQ8,
+    pub glu_q8: GluQ8,
+    pub rope_kv: RopeKv,
 }
 
 impl Kernels {
@@ -122,6 +131,42 @@ impl Kernels {
             return Ok(());
         }
         self.actq.run(q, m0, x, xq, t * n_in)?;
+        self.mul_rounded(q, xq, outs, t)
+    }
+
+    /// The rounding a fused kernel can write for products of one input by `ws` (q/k/v,
+    /// gate/up, down): fusion on, rounding on, every weight the same mode (not `None`) and the
+    /// same n_in, a multiple of the block. None = take the unfused path.
+    pub fn fused_round(&self, ws: &[&WeightView]) -> Option<ActRound> {
+        let first = ws.first()?;
+        if !self.fused || !self.act_round {
+            return None;
+        }
+        let m = ActRound::for_type(first.type_id);
+        let same = ws
+            .iter()
+            .all(|w| ActRound::for_type(w.type_id) == m && w.n_in == first.n_in);
+        (m != ActRound::None && same && first.n_in % m.block() == 0).then_some(m)
+    }
+
+    /// `fused_round` for the gated activation feeding the down product `w`, where `glu_q8` is
+    /// measured faster than the unfused pair (`cargo bench --bench float_kernels -- fused`):
+    /// blocks of 32 up to 8 rows (1.4x at t = 1..8, but 1.7x slower at 256), blocks of 256 at one
+    /// row only (a tie that saves a launch; 1.8-2.6x slower at t >= 8: its loads compile to
+    /// gathers, docs/kernels.md). Either path gives the same bits.
+    pub fn fused_glu_round(&self, w: &WeightView, t: usize) -> Option<ActRound> {
+        let max_t = |m: ActRound| if m == ActRound::Q8Block32 { 8 } else { 1 };
+        self.fused_round(&[w]).filter(|&m| t <= max_t(m))
+    }
+
+    /// y = W xq for each output, `xq` already rounded for these weights (see `fused_round`).
+    pub fn mul_rounded(
+        &self,
+        q: &Queue,
+        xq: &DeviceBuffer<f32>, // (t, n_in) rounded
+        outs: &mut [(&WeightView, &mut DeviceBuffer<f32>)], // (n_out, n_in), (t, n_out)
+        t: usize,
+    ) -> Result<(), EngineError> {
         for (w, y) in outs.iter_mut() {
             self.mat.mul(q, w, xq, y, t)?;
         }
@@ -202,29 +247,70 @@ pub struct LayerCtx<'a> {
 }
 
 impl LayerCtx<'_> {
-    /// The attention core both architectures share: RoPE on q and k (s.q, s.k: (t, heads *
-    /// head_dim), in place), k and v stored into this layer's f16 cache at s.pos, then causal
-    /// attention (this layer's window) into s.att (t, n_head * head_dim).
-    pub fn rope_store_attend(&self, s: &Scratch) -> Result<(), EngineError> {
+    /// The attention core both architectures share: [per-head RMS norms of q and k (Gemma:
+    /// `qk_norm` = (q_norm, k_norm) weights (head_dim)),] RoPE on q and k (s.q, s.k: (t, heads *
+    /// head_dim)), k and v stored into this layer's f16 cache at s.pos, then causal attention
+    /// (this layer's window) into s.att (t, n_head * head_dim). Fused: one `rope_kv` launch
+    /// before the attention (s.k then stays unrotated: only the cache reads it).
+    pub fn rope_store_attend(
+        &self,
+        s: &Scratch,
+        qk_norm: Option<(&DeviceBuffer<f32>, &DeviceBuffer<f32>)>,
+    ) -> Result<(), EngineError> {
         let (k, q, c, t) = (self.k, self.q, self.cfg, self.t);
         let mode = Engine::rope_mode(c);
-        k.rope
-            .run(q, mode, &s.q, &s.pos, self.rope, t, c.n_head, c.head_dim)?;
-        k.rope
-            .run(q, mode, &s.k, &s.pos, self.rope, t, c.n_kv_head, c.head_dim)?;
         let (kc, vc, n_ctx) = (self.kc, self.vc, self.n_ctx);
-        k.kv.run(
-            q,
-            &s.k,
-            &s.v,
-            kc,
-            vc,
-            &s.pos,
-            t,
-            c.n_kv_head,
-            c.head_dim,
-            n_ctx,
-        )?;
+        if k.fused {
+            let nq = qk_norm.map(|(q_w, k_w)| QkNorm {
+                q_w,
+                k_w,
+                eps: c.rms_eps,
+            });
+            let shape = RopeKvShape {
+                t,
+                n_head: c.n_head,
+                n_kv_head: c.n_kv_head,
+                head_dim: c.head_dim,
+                n_ctx,
+            };
+            k.rope_kv.run(
+                q,
+                mode,
+                nq.as_ref(),
+                &s.q,
+                &s.k,
+                &s.v,
+                kc,
+                vc,
+                &s.pos,
+                self.rope,
+                shape,
+            )?;
+        } else {
+            if let Some((q_w, k_w)) = qk_norm {
+                let hd = c.head_dim;
+                k.norm
+                    .rms_norm(q, &s.q, q_w, &s.q, t * c.n_head, hd, c.rms_eps)?;
+                k.norm
+                    .rms_norm(q, &s.k, k_w, &s.k, t * c.n_kv_head, hd, c.rms_eps)?;
+            }
+            k.rope
+                .run(q, mode, &s.q, &s.pos, self.rope, t, c.n_head, c.head_dim)?;
+            k.rope
+                .run(q, mode, &s.k, &s.pos, self.rope, t, c.n_kv_head, c.head_dim)?;
+            k.kv.run(
+                q,
+                &s.k,
+                &s.v,
+                kc,
+                vc,
+                &s.pos,
+                t,
+                c.n_kv_head,
+                c.head_dim,
+                n_ctx,
+            )?;
+        }
         let window = c.layers[self.il].window;
         k.attn.run(
             q,
@@ -430,6 +516,10 @@ impl Engine {
             act: Elementwise::new(&ctx)?,
             actq: ActQ::new(&ctx)?,
             act_round: opts.act_round,
+            fused: true,
+            norm_q8: NormQ8::new(&ctx)?,
+            glu_q8: GluQ8::new(&ctx)?,
+            rope_kv: RopeKv::new(&ctx)?,
         };
         kernels.mat.prepare(&weights.matrix_types())?;
         let rows = opts.chunk.max(LOGIT_ROWS);
@@ -736,6 +826,12 @@ impl Engine {
             push_rows(&l, c.n_vocab, group, p0, out)?;
         }
         Ok(())
+    }
+
+    /// Fused small kernels on (the default) or off: the unfused kernel sequence, bitwise the
+    /// same results (tests and A/B measurements compare the two).
+    pub fn set_fused(&mut self, on: bool) {
+        self.kernels.fused = on;
     }
 
     /// Mode of the RoPE kernel for this model.

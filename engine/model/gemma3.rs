@@ -8,6 +8,7 @@
 
 use super::engine::{LayerCtx, Scratch};
 use super::EngineError;
+use crate::kernels::glu_q8::Glu;
 
 fn need<'a, T>(v: &'a Option<T>, il: usize, what: &str) -> Result<&'a T, EngineError> {
     v.as_ref().ok_or_else(|| EngineError::Tensor {
@@ -18,52 +19,60 @@ fn need<'a, T>(v: &'a Option<T>, il: usize, what: &str) -> Result<&'a T, EngineE
 
 pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     let (k, q, c, w, t, il) = (l.k, l.q, l.cfg, l.w, l.t, l.il);
-    k.norm
-        .rms_norm(q, &s.x, &w.attn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
     let (wq, wk, wv) = (w.wq.view(), w.wk.view(), w.wv.view());
     let outs = &mut [(&wq, &mut s.q), (&wk, &mut s.k), (&wv, &mut s.v)];
-    k.mul_same_x(q, &s.h, &s.xq, outs, t)?;
-    k.norm.rms_norm(
-        q,
-        &s.q,
+    if let Some(m) = k.fused_round(&[&wq, &wk, &wv]) {
+        // h is only the q/k/v input: the norm writes it rounded
+        let b = m.block();
+        k.norm_q8
+            .rms_norm(q, &s.x, &w.attn_norm, &s.xq, t, c.n_embd, c.rms_eps, b)?;
+        k.mul_rounded(q, &s.xq, outs, t)?;
+    } else {
+        k.norm
+            .rms_norm(q, &s.x, &w.attn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
+        k.mul_same_x(q, &s.h, &s.xq, outs, t)?;
+    }
+    let qk_norm = (
         need(&w.q_norm, il, "attn_q_norm")?,
-        &s.q,
-        t * c.n_head,
-        c.head_dim,
-        c.rms_eps,
-    )?;
-    k.norm.rms_norm(
-        q,
-        &s.k,
         need(&w.k_norm, il, "attn_k_norm")?,
-        &s.k,
-        t * c.n_kv_head,
-        c.head_dim,
-        c.rms_eps,
-    )?;
-    l.rope_store_attend(s)?;
+    );
+    l.rope_store_attend(s, Some(qk_norm))?;
     k.mul(q, &w.wo.view(), &s.att, &s.xq, &mut s.o, t)?;
-    k.norm.rms_norm_add(
-        q,
-        &s.o,
-        need(&w.post_attn_norm, il, "post_attention_norm")?,
-        &s.x,
-        t,
-        c.n_embd,
-        c.rms_eps,
-    )?;
-    k.norm
-        .rms_norm(q, &s.x, &w.ffn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
+    // x += norm(o) * post_attention_norm; h = norm(x) * ffn_norm
+    let post_attn = need(&w.post_attn_norm, il, "post_attention_norm")?;
     let (wg, wu) = (w.gate.view(), w.up.view());
-    k.mul_same_x(
-        q,
-        &s.h,
-        &s.xq,
-        &mut [(&wg, &mut s.gate), (&wu, &mut s.up)],
-        t,
-    )?;
-    k.act.gelu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
-    k.mul(q, &w.down.view(), &s.gate, &s.xq, &mut s.o, t)?;
+    let outs = &mut [(&wg, &mut s.gate), (&wu, &mut s.up)];
+    if let Some(m) = k.fused_round(&[&wg, &wu]) {
+        k.norm_q8.norm_add_norm(
+            q,
+            &s.o,
+            post_attn,
+            &s.x,
+            &w.ffn_norm,
+            &s.xq,
+            t,
+            c.n_embd,
+            c.rms_eps,
+            m.block(),
+        )?;
+        k.mul_rounded(q, &s.xq, outs, t)?;
+    } else {
+        k.norm
+            .rms_norm_add(q, &s.o, post_attn, &s.x, t, c.n_embd, c.rms_eps)?;
+        k.norm
+            .rms_norm(q, &s.x, &w.ffn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
+        k.mul_same_x(q, &s.h, &s.xq, outs, t)?;
+    }
+    let wd = w.down.view();
+    if let Some(m) = k.fused_glu_round(&wd, t) {
+        let n = t * c.n_ff;
+        k.glu_q8
+            .run(q, Glu::GeluTanh, &s.gate, &s.up, &s.xq, n, m.block())?;
+        k.mul_rounded(q, &s.xq, &mut [(&wd, &mut s.o)], t)?;
+    } else {
+        k.act.gelu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
+        k.mul(q, &wd, &s.gate, &s.xq, &mut s.o, t)?;
+    }
     k.norm.rms_norm_add(
         q,
         &s.o,

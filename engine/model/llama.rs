@@ -5,29 +5,48 @@
 
 use super::engine::{LayerCtx, Scratch};
 use super::EngineError;
+use crate::kernels::glu_q8::Glu;
 
 pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     let (k, q, c, w, t) = (l.k, l.q, l.cfg, l.w, l.t);
-    k.norm
-        .rms_norm(q, &s.x, &w.attn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
     let (wq, wk, wv) = (w.wq.view(), w.wk.view(), w.wv.view());
     let outs = &mut [(&wq, &mut s.q), (&wk, &mut s.k), (&wv, &mut s.v)];
-    k.mul_same_x(q, &s.h, &s.xq, outs, t)?;
-    l.rope_store_attend(s)?;
+    if let Some(m) = k.fused_round(&[&wq, &wk, &wv]) {
+        // h is only the q/k/v input: the norm writes it rounded
+        let b = m.block();
+        k.norm_q8
+            .rms_norm(q, &s.x, &w.attn_norm, &s.xq, t, c.n_embd, c.rms_eps, b)?;
+        k.mul_rounded(q, &s.xq, outs, t)?;
+    } else {
+        k.norm
+            .rms_norm(q, &s.x, &w.attn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
+        k.mul_same_x(q, &s.h, &s.xq, outs, t)?;
+    }
+    l.rope_store_attend(s, None)?;
     k.mul(q, &w.wo.view(), &s.att, &s.xq, &mut s.o, t)?;
     // x += o; h = norm(x) * ffn_norm
-    k.norm
-        .add_rms_norm(q, &s.x, &s.o, &w.ffn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
     let (wg, wu) = (w.gate.view(), w.up.view());
-    k.mul_same_x(
-        q,
-        &s.h,
-        &s.xq,
-        &mut [(&wg, &mut s.gate), (&wu, &mut s.up)],
-        t,
-    )?;
-    k.act.silu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
-    k.mul(q, &w.down.view(), &s.gate, &s.xq, &mut s.o, t)?;
+    let outs = &mut [(&wg, &mut s.gate), (&wu, &mut s.up)];
+    if let Some(m) = k.fused_round(&[&wg, &wu]) {
+        let b = m.block();
+        k.norm_q8
+            .add_rms_norm(q, &s.x, &s.o, &w.ffn_norm, &s.xq, t, c.n_embd, c.rms_eps, b)?;
+        k.mul_rounded(q, &s.xq, outs, t)?;
+    } else {
+        k.norm
+            .add_rms_norm(q, &s.x, &s.o, &w.ffn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
+        k.mul_same_x(q, &s.h, &s.xq, outs, t)?;
+    }
+    let wd = w.down.view();
+    if let Some(m) = k.fused_glu_round(&wd, t) {
+        let n = t * c.n_ff;
+        k.glu_q8
+            .run(q, Glu::Silu, &s.gate, &s.up, &s.xq, n, m.block())?;
+        k.mul_rounded(q, &s.xq, &mut [(&wd, &mut s.o)], t)?;
+    } else {
+        k.act.silu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
+        k.mul(q, &wd, &s.gate, &s.xq, &mut s.o, t)?;
+    }
     k.act.add(q, &s.x, &s.o, &s.x, t * c.n_embd)?;
     Ok(())
 }

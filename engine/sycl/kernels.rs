@@ -21,15 +21,30 @@ macro_rules! source {
     };
 }
 
+/// A kernel file with shared inline pieces prepended (`sycl/kernels/<hdr>.hpp`, in order): the
+/// fused kernels and the unfused ones they replace compute with the very same code.
+macro_rules! source_with {
+    ($name:literal, [$($hdr:literal),+]) => {
+        KernelSource {
+            name: $name,
+            file: concat!("sycl/kernels/", $name, ".cpp (+", $(" ", $hdr, ".hpp",)+ ")"),
+            text: concat!(
+                $(include_str!(concat!("../../sycl/kernels/", $hdr, ".hpp")), "\n",)+
+                include_str!(concat!("../../sycl/kernels/", $name, ".cpp"))
+            ),
+        }
+    };
+}
+
 /// Sub-group and arrival-counter reductions (the foundation tests).
 pub const REDUCE: KernelSource = source!("reduce");
 
 /// Embedding row fetch (Q8_0 / F16 / F32 token_embd).
 pub const EMBED: KernelSource = source!("embed");
 /// RMSNorm, plain and fused with the residual add.
-pub const NORM: KernelSource = source!("norm");
+pub const NORM: KernelSource = source_with!("norm", ["norm"]);
 /// Rotary position embedding, llama and neox.
-pub const ROPE: KernelSource = source!("rope");
+pub const ROPE: KernelSource = source_with!("rope", ["rope"]);
 /// KV cache write (f32 rows -> f16 cache).
 pub const KV: KernelSource = source!("kv");
 /// Causal GQA attention over the f16 KV cache (-DCFG_HD=<head_dim>).
@@ -39,9 +54,15 @@ pub const ATTN_PREFILL: KernelSource = source!("attn_prefill");
 /// Row softmax.
 pub const SOFTMAX: KernelSource = source!("softmax");
 /// Element-wise: gated activations, add, scale.
-pub const ACT: KernelSource = source!("act");
+pub const ACT: KernelSource = source_with!("act", ["act"]);
 /// Activation rounding through 8-bit blocks (llama.cpp-compatible matmul inputs; model helper).
-pub const ACTQ: KernelSource = source!("actq");
+pub const ACTQ: KernelSource = source_with!("actq", ["actq"]);
+/// RMSNorm (plain, residual-add variants) fused with the 8-bit rounding of its output.
+pub const NORM_Q8: KernelSource = source_with!("norm_q8", ["norm", "actq"]);
+/// Gated activation (SiLU / GELU-tanh times up) fused with the 8-bit rounding of its output.
+pub const GLU_Q8: KernelSource = source_with!("glu_q8", ["act", "actq"]);
+/// RoPE on q and k + the f16 KV-cache store (+ Gemma's per-head q/k norms) in one launch.
+pub const ROPE_KV: KernelSource = source_with!("rope_kv", ["norm", "rope"]);
 
 /// Matrix products (engine/kernels/{mmvq,matmul}.rs): the per-format decode traits of
 /// `qformats.hpp` prepended to each family's kernel.
@@ -85,6 +106,9 @@ pub const ALL: &[&KernelSource] = &[
     &MMVQ_KREG,
     &MMVQ_TILED,
     &ATTN_PREFILL,
+    &NORM_Q8,
+    &GLU_Q8,
+    &ROPE_KV,
 ];
 
 /// Looks a source up by name.

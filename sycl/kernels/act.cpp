@@ -27,8 +27,7 @@ STRATA_KERNEL void silu_mul(const float *gate, // (n)
                             int n) {
   const size_t i = elem_index();
   if (i >= (size_t)n) return;
-  const float g = gate[i];
-  out[i] = g / (1.0f + sycl::exp(-g)) * up[i];
+  out[i] = silu_mul1(gate[i], up[i]); // act.hpp
 }
 
 STRATA_KERNEL void gelu_mul(const float *gate, // (n)
@@ -37,9 +36,7 @@ STRATA_KERNEL void gelu_mul(const float *gate, // (n)
                             int n) {
   const size_t i = elem_index();
   if (i >= (size_t)n) return;
-  const float g = gate[i];
-  const float k = 0.7978845608028654f; // sqrt(2 / pi)
-  out[i] = 0.5f * g * (1.0f + sycl::tanh(k * (g + 0.044715f * g * g * g))) * up[i];
+  out[i] = gelu_mul1(gate[i], up[i]); // act.hpp
 }
 
 STRATA_KERNEL void add_f32(const float *a, // (n)

@@ -24,13 +24,10 @@ STRATA_KERNEL void act_q8_32(const float *x, // (n_blocks * 32)
   if (b >= (size_t)n_blocks) return;
   const float *xb = x + b * 32;
   const float a0 = xb[lane], a1 = xb[16 + lane];
-  const float amax = sycl::reduce_over_group(sg, sycl::fmax(sycl::fabs(a0), sycl::fabs(a1)),
-                                             sycl::maximum<float>());
-  const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  const float dh = (float)(sycl::half)d;
-  y[b * 32 + lane] = sycl::rint(a0 * id) * dh;
-  y[b * 32 + 16 + lane] = sycl::rint(a1 * id) * dh;
+  float y0, y1;
+  q8_32_round(sg, a0, a1, y0, y1); // actq.hpp
+  y[b * 32 + lane] = y0;
+  y[b * 32 + 16 + lane] = y1;
 }
 
 STRATA_KERNEL void act_q8_256(const float *x, // (n_blocks * 256)
@@ -43,24 +40,8 @@ STRATA_KERNEL void act_q8_256(const float *x, // (n_blocks * 256)
   if (b >= (size_t)n_blocks) return;
   const float *xb = x + b * 256;
   float v[16];
-  float amax = 0.0f;
-  for (int k = 0; k < 16; k++) {
-    v[k] = xb[k * 16 + lane];
-    amax = sycl::fmax(amax, sycl::fabs(v[k]));
-  }
-  amax = sycl::reduce_over_group(sg, amax, sycl::maximum<float>());
-  // the first index holding amax decides the sign, as llama.cpp's scan does
-  int first = 1 << 30;
-  for (int k = 15; k >= 0; k--)
-    if (sycl::fabs(v[k]) == amax) first = k * 16 + lane;
-  first = sycl::reduce_over_group(sg, first, sycl::minimum<int>());
+  for (int k = 0; k < 16; k++) v[k] = xb[k * 16 + lane];
+  q8_256_round(sg, lane, v); // actq.hpp
   float *yb = y + b * 256;
-  if (amax == 0.0f) {
-    for (int k = 0; k < 16; k++) yb[k * 16 + lane] = 0.0f;
-    return;
-  }
-  const float m = xb[first];
-  const float iscale = -127.0f / m;
-  const float d = 1.0f / iscale;
-  for (int k = 0; k < 16; k++) yb[k * 16 + lane] = sycl::fmin(127.0f, sycl::rint(iscale * v[k])) * d;
+  for (int k = 0; k < 16; k++) yb[k * 16 + lane] = v[k];
 }

@@ -12,16 +12,7 @@ namespace syclexp = sycl::ext::oneapi::experimental;
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
       SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
 
-static inline float row_inv_rms(const float *xr, int n, float eps, int lane,
-                                sycl::sub_group sg) {
-  float ss = 0.0f;
-  for (int c = 0; c * 16 < n; c++) {
-    const int i = c * 16 + lane;
-    if (i < n) ss += xr[i] * xr[i];
-  }
-  ss = sycl::reduce_over_group(sg, ss, sycl::plus<float>());
-  return 1.0f / sycl::sqrt(ss / (float)n + eps);
-}
+// row_inv_rms: norm.hpp (prepended by engine/sycl/kernels.rs)
 
 STRATA_KERNEL void rms_norm(const float *x, // (rows, n)
                             const float *w, // (n)

@@ -16,14 +16,12 @@ namespace syclexp = sycl::ext::oneapi::experimental;
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
       SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
 
+// rope_rot: rope.hpp (prepended by engine/sycl/kernels.rs)
 static inline void rotate(float *a, float *b, float p, float f) {
-  const float hi = p * f;
-  const float lo = sycl::fma(p, f, -hi);
-  const float c0 = sycl::cos(hi), s0 = sycl::sin(hi);
-  const float c = c0 - s0 * lo, s = s0 + c0 * lo;
-  const float x0 = *a, x1 = *b;
-  *a = x0 * c - x1 * s;
-  *b = x0 * s + x1 * c;
+  float y0, y1;
+  rope_rot(*a, *b, p, f, y0, y1);
+  *a = y0;
+  *b = y1;
 }
 
 // One work-item per (t, h, i).

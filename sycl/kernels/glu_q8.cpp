@@ -1,0 +1,64 @@
+// Gated FFN activation fused with the 8-bit block rounding of its output (the down product's
+// input): yq = round_B(act(gate) * up), act = SiLU (llama) or GELU-tanh (Gemma). One launch
+// instead of silu_mul/gelu_mul + act_q8; bitwise the unfused pair (act.hpp's expression, then
+// actq.hpp's rounding). n % B == 0 (B = 32 or 256; the down weight's n_in is a multiple of it).
+// One 16-lane sub-group per block, lane l owning elements l + 16k: launch
+// nd_range<1>{n / B * 16, 16}.
+// Not built with -ffast-math: silu/gelu at large |gate| rely on exp/tanh saturating exactly,
+// and the rounding's division and rint must stay exact.
+#include <sycl/sycl.hpp>
+namespace syclext = sycl::ext::oneapi;
+namespace syclexp = sycl::ext::oneapi::experimental;
+
+#define STRATA_KERNEL                                                                              \
+  extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
+      SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
+
+template <int B, bool GELU>
+static inline void glu_q8(const float *gate, const float *up, float *yq, int n_blocks) {
+  auto it = syclext::this_work_item::get_nd_item<1>();
+  auto sg = it.get_sub_group();
+  const int lane = (int)sg.get_local_id()[0];
+  const size_t b = it.get_group(0);
+  if (b >= (size_t)n_blocks) return;
+  // uniform pointers + int lane offsets keep the loads "uniform + lane" vector loads
+  const float *gb = gate + b * B, *ub = up + b * B;
+  float *yb = yq + b * B;
+  auto act = [&](int i) { return GELU ? gelu_mul1(gb[i], ub[i]) : silu_mul1(gb[i], ub[i]); };
+  if (B == 32) {
+    float y0, y1;
+    q8_32_round(sg, act(lane), act(16 + lane), y0, y1);
+    yb[lane] = y0;
+    yb[16 + lane] = y1;
+  } else {
+    float v[16];
+    for (int k = 0; k < 16; k++) v[k] = act(k * 16 + lane);
+    q8_256_round(sg, lane, v);
+    for (int k = 0; k < 16; k++) yb[k * 16 + lane] = v[k];
+  }
+}
+
+STRATA_KERNEL void silu_mul_q8_32(const float *gate, // (n)
+                                  const float *up,   // (n)
+                                  float *yq,         // (n) rounded; may alias gate or up
+                                  int n_blocks) {
+  glu_q8<32, false>(gate, up, yq, n_blocks);
+}
+STRATA_KERNEL void silu_mul_q8_256(const float *gate, // (n)
+                                   const float *up,   // (n)
+                                   float *yq,         // (n) rounded; may alias gate or up
+                                   int n_blocks) {
+  glu_q8<256, false>(gate, up, yq, n_blocks);
+}
+STRATA_KERNEL void gelu_mul_q8_32(const float *gate, // (n)
+                                  const float *up,   // (n)
+                                  float *yq,         // (n) rounded; may alias gate or up
+                                  int n_blocks) {
+  glu_q8<32, true>(gate, up, yq, n_blocks);
+}
+STRATA_KERNEL void gelu_mul_q8_256(const float *gate, // (n)
+                                   const float *up,   // (n)
+                                   float *yq,         // (n) rounded; may alias gate or up
+                                   int n_blocks) {
+  glu_q8<256, true>(gate, up, yq, n_blocks);
+}

@@ -1,0 +1,130 @@
+// RMSNorm fused with the 8-bit block rounding of its output, for norms whose output only feeds
+// quantized matrix products (llama's attn/ffn pre-norms, Gemma's): writes the rounded matmul input
+// directly, one launch instead of norm + act_q8. Bitwise the unfused pair: the normed value is the
+// same f32 expression as norm.cpp's (row_inv_rms from norm.hpp), the rounding is actq.hpp's.
+//   rms_norm_q8_B:          yq = round_B(rms_norm(x) * w)
+//   add_rms_norm_q8_B:      res += a; yq = round_B(rms_norm(res) * w)           (llama)
+//   norm_add_norm_q8_B:     res += rms_norm(a) * w1; yq = round_B(rms_norm(res) * w2)
+//                           (Gemma: post_attention_norm into the residual, then ffn_norm)
+// B = 32 (Q8_0-style blocks, f16 scale) or 256 (Q8_K). n % B == 0, so blocks never straddle rows.
+// One 16-lane sub-group (= one work-group) per row: launch nd_range<1>{rows * 16, 16}. A lane
+// touches only elements lane + 16k of its row (the layout of norm.cpp and actq.cpp), so the
+// in-place residual update needs no barrier.
+// Not built with -ffast-math (the rounding's division and rint must stay exact).
+#include <sycl/sycl.hpp>
+namespace syclext = sycl::ext::oneapi;
+namespace syclexp = sycl::ext::oneapi::experimental;
+
+#define STRATA_KERNEL                                                                              \
+  extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
+      SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
+
+// Writes round_B(val(i)) for i < n into yr, block by block; val(i) is only asked for elements
+// this lane owns (i % 16 == lane).
+template <int B, typename F>
+static inline void store_rounded(sycl::sub_group sg, int lane, int n, float *yr, F val) {
+  for (int b0 = 0; b0 < n; b0 += B) {
+    if (B == 32) {
+      float y0, y1;
+      q8_32_round(sg, val(b0 + lane), val(b0 + 16 + lane), y0, y1);
+      yr[b0 + lane] = y0;
+      yr[b0 + 16 + lane] = y1;
+    } else {
+      float v[16];
+      for (int k = 0; k < 16; k++) v[k] = val(b0 + k * 16 + lane);
+      q8_256_round(sg, lane, v);
+      for (int k = 0; k < 16; k++) yr[b0 + k * 16 + lane] = v[k];
+    }
+  }
+}
+
+template <int B>
+static inline void rms_norm_q8(const float *x, const float *w, float *yq, int n, float eps) {
+  auto it = syclext::this_work_item::get_nd_item<1>();
+  auto sg = it.get_sub_group();
+  const int lane = (int)sg.get_local_id()[0];
+  const size_t row = it.get_group(0);
+  const float *xr = x + row * n;
+  const float inv = row_inv_rms(xr, n, eps, lane, sg);
+  store_rounded<B>(sg, lane, n, yq + row * n, [&](int i) { return (xr[i] * inv) * w[i]; });
+}
+
+template <int B>
+static inline void add_rms_norm_q8(float *res, const float *a, const float *w, float *yq, int n,
+                                   float eps) {
+  auto it = syclext::this_work_item::get_nd_item<1>();
+  auto sg = it.get_sub_group();
+  const int lane = (int)sg.get_local_id()[0];
+  const size_t row = it.get_group(0);
+  float *rr = res + row * n;
+  const float *ar = a + row * n;
+  for (int c = 0; c * 16 < n; c++) {
+    const int i = c * 16 + lane;
+    if (i < n) rr[i] = rr[i] + ar[i];
+  }
+  const float inv = row_inv_rms(rr, n, eps, lane, sg);
+  store_rounded<B>(sg, lane, n, yq + row * n, [&](int i) { return (rr[i] * inv) * w[i]; });
+}
+
+template <int B>
+static inline void norm_add_norm_q8(const float *a, const float *w1, float *res, const float *w2,
+                                    float *yq, int n, float eps) {
+  auto it = syclext::this_work_item::get_nd_item<1>();
+  auto sg = it.get_sub_group();
+  const int lane = (int)sg.get_local_id()[0];
+  const size_t row = it.get_group(0);
+  const float *ar = a + row * n;
+  float *rr = res + row * n;
+  const float inv1 = row_inv_rms(ar, n, eps, lane, sg);
+  for (int c = 0; c * 16 < n; c++) {
+    const int i = c * 16 + lane;
+    if (i < n) rr[i] = rr[i] + (ar[i] * inv1) * w1[i]; // as norm.cpp's rms_norm_add
+  }
+  const float inv2 = row_inv_rms(rr, n, eps, lane, sg);
+  store_rounded<B>(sg, lane, n, yq + row * n, [&](int i) { return (rr[i] * inv2) * w2[i]; });
+}
+
+STRATA_KERNEL void rms_norm_q8_32(const float *x, // (rows, n)
+                                  const float *w, // (n)
+                                  float *yq,      // (rows, n) rounded; may alias x
+                                  int n, float eps) {
+  rms_norm_q8<32>(x, w, yq, n, eps);
+}
+STRATA_KERNEL void rms_norm_q8_256(const float *x, // (rows, n)
+                                   const float *w, // (n)
+                                   float *yq,      // (rows, n) rounded; may alias x
+                                   int n, float eps) {
+  rms_norm_q8<256>(x, w, yq, n, eps);
+}
+
+STRATA_KERNEL void add_rms_norm_q8_32(float *res,     // (rows, n) residual, updated in place
+                                      const float *a, // (rows, n) added to the residual
+                                      const float *w, // (n)
+                                      float *yq,      // (rows, n) rounded normed output
+                                      int n, float eps) {
+  add_rms_norm_q8<32>(res, a, w, yq, n, eps);
+}
+STRATA_KERNEL void add_rms_norm_q8_256(float *res,     // (rows, n) residual, updated in place
+                                       const float *a, // (rows, n) added to the residual
+                                       const float *w, // (n)
+                                       float *yq,      // (rows, n) rounded normed output
+                                       int n, float eps) {
+  add_rms_norm_q8<256>(res, a, w, yq, n, eps);
+}
+
+STRATA_KERNEL void norm_add_norm_q8_32(const float *a,  // (rows, n) normed, then added
+                                       const float *w1, // (n) norm weight of a
+                                       float *res,      // (rows, n) residual, updated in place
+                                       const float *w2, // (n) norm weight of the new residual
+                                       float *yq,       // (rows, n) rounded normed output
+                                       int n, float eps) {
+  norm_add_norm_q8<32>(a, w1, res, w2, yq, n, eps);
+}
+STRATA_KERNEL void norm_add_norm_q8_256(const float *a,  // (rows, n) normed, then added
+                                        const float *w1, // (n) norm weight of a
+                                        float *res,      // (rows, n) residual, updated in place
+                                        const float *w2, // (n) norm weight of the new residual
+                                        float *yq,       // (rows, n) rounded normed output
+                                        int n, float eps) {
+  norm_add_norm_q8<256>(a, w1, res, w2, yq, n, eps);
+}
