@@ -274,3 +274,61 @@ fn attention_argument_errors() {
         .to_string();
     assert!(e.contains("k cache"), "{e}");
 }
+
+#[test]
+fn rounded_output_is_bitwise_attention_then_actq() {
+    use strata::model::actq::{ActQ, ActRound};
+    let (ctx, q) = setup();
+    let mut rng = rng("attention_rounded");
+    let actq = ActQ::new(&ctx).unwrap();
+    let mut cases = 0;
+    for (c, mode, ts) in [
+        (&SMOL, ActRound::Q8Block32, vec![1usize]),
+        (&GEMMA_LOCAL, ActRound::Q8Block256, vec![1, 2, 4]),
+        (&GEMMA_GLOBAL, ActRound::Q8Block32, vec![1, 3]),
+    ] {
+        let k = Attention::new(&ctx, c.hd).unwrap();
+        let (kc, vc) = (
+            q.upload(&c.cache(&mut rng)).unwrap(),
+            q.upload(&c.cache(&mut rng)).unwrap(),
+        );
+        let block = mode.block();
+        assert!(
+            !k.can_round(8, c.n_head, block),
+            "8 rows must take two launches"
+        );
+        for t in ts {
+            for p0 in [0i32, 700, 4000] {
+                assert!(k.can_round(t, c.n_head, block), "hd {} t {t}", c.hd);
+                let n = t * c.n_head * c.hd;
+                let qrows = q.upload(&uniform(&mut rng, n, -4.0, 4.0)).unwrap();
+                let pos = q.upload(&(p0..p0 + t as i32).collect::<Vec<_>>()).unwrap();
+                let (plain, rounded, want) = (
+                    q.alloc::<f32>(n).unwrap(),
+                    q.alloc::<f32>(n).unwrap(),
+                    q.alloc::<f32>(n).unwrap(),
+                );
+                let a = (t, c.n_head, c.n_kv, c.n_ctx, c.window, c.scale());
+                k.run(
+                    &q, &qrows, &kc, &vc, &pos, &plain, a.0, a.1, a.2, a.3, a.4, a.5,
+                )
+                .unwrap();
+                actq.run(&q, mode, &plain, &want, n).unwrap();
+                k.run_rounded(
+                    &q, &qrows, &kc, &vc, &pos, &rounded, a.0, a.1, a.2, a.3, a.4, a.5, block,
+                )
+                .unwrap();
+                let label = format!("hd {} block {block} t {t} pos {p0}", c.hd);
+                let (got, want) = (q.to_vec(&rounded).unwrap(), q.to_vec(&want).unwrap());
+                assert_bitwise(&label, &got, &want);
+                // the rounding did something: not every value survives it unchanged
+                let plain = q.to_vec(&plain).unwrap();
+                assert!(plain.iter().zip(&got).any(|(a, b)| a != b), "{label}");
+                cases += 1;
+            }
+        }
+    }
+    println!(
+        "attention + 8-bit rounding in one launch == attention then actq, bitwise ({cases} cases)"
+    );
+}

@@ -76,6 +76,22 @@ struct PerQueue {
 /// 9 for SmolLM2, 4 for Gemma 3; verify windows of up to 4 rows on Gemma 3).
 pub const FUSED_MAX_PAIRS: usize = 16;
 
+/// One call's arguments: (q rows, K cache, V cache, positions, out, t, n_head, n_kv_head, n_ctx,
+/// window, scale).
+type Call<'a> = (
+    &'a DeviceBuffer<f32>,
+    &'a DeviceBuffer<f16>,
+    &'a DeviceBuffer<f16>,
+    &'a DeviceBuffer<i32>,
+    &'a DeviceBuffer<f32>,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    f32,
+);
+
 impl Attention {
     /// head_dim: a multiple of 16 (64 for SmolLM2, 256 for Gemma 3 270M).
     pub fn new(ctx: &Context, head_dim: usize) -> Result<Attention> {
@@ -160,6 +176,60 @@ impl Attention {
         window: usize,
         scale: f32,
     ) -> Result<()> {
+        let a = (
+            qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx, window, scale,
+        );
+        self.launch(q, a, 0).map(|_| ())
+    }
+
+    /// Whether `run_rounded` can round this call's output through blocks of `block` (32 or 256)
+    /// in its one launch: few (row, head) pairs and heads a whole number of blocks.
+    pub fn can_round(&self, t: usize, n_head: usize, block: usize) -> bool {
+        let e = self.head_dim / 16;
+        let fits = match block {
+            32 => e % 2 == 0,
+            256 => e % 16 == 0,
+            _ => false,
+        };
+        fits && t * n_head <= FUSED_MAX_PAIRS
+    }
+
+    /// `run`, with the output rounded through 8-bit blocks of `block` exactly as `ActQ` would
+    /// round it afterwards (the same bits), in the one `attn_fused` launch. Refuses (an
+    /// argument error) when `can_round` is false.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_rounded(
+        &self,
+        q: &Queue,
+        qrows: &DeviceBuffer<f32>, // (t, n_head * head_dim)
+        kc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
+        vc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
+        pos: &DeviceBuffer<i32>,   // (t)
+        out: &DeviceBuffer<f32>,   // (t, n_head * head_dim) rounded
+        t: usize,
+        n_head: usize,
+        n_kv_head: usize,
+        n_ctx: usize,
+        window: usize,
+        scale: f32,
+        block: usize,
+    ) -> Result<()> {
+        ensure(OP, self.can_round(t, n_head, block), || {
+            format!(
+                "rounding blocks of {block} in the attention launch need head_dim {} a multiple \
+                 of them and t * n_head = {} <= {FUSED_MAX_PAIRS}",
+                self.head_dim,
+                t * n_head
+            )
+        })?;
+        let a = (
+            qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx, window, scale,
+        );
+        self.launch(q, a, block)
+    }
+
+    fn launch(&self, q: &Queue, a: Call<'_>, round_block: usize) -> Result<()> {
+        let (qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx, window, scale) = a;
         let hd = self.head_dim;
         let rows = check_args(OP, hd, qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx)?;
         if rows == 0 || n_ctx == 0 {
@@ -175,6 +245,7 @@ impl Attention {
         let (scratch, i) = self.scratch_for(q, need)?;
         let PerQueue { part, counter } = &scratch[i];
         if t * n_head <= FUSED_MAX_PAIRS {
+            let round_block = int(OP, "round block", round_block)?;
             return q.launch(
                 &self.fused,
                 NdRange::groups(groups, 16),
@@ -193,6 +264,7 @@ impl Attention {
                     Arg::i32(int(OP, "window", window)?),
                     Arg::f32(scale),
                     Arg::i32(int(OP, "slices", slices)?),
+                    Arg::i32(round_block),
                 ],
             );
         }

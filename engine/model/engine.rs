@@ -251,12 +251,15 @@ impl LayerCtx<'_> {
     /// `qk_norm` = (q_norm, k_norm) weights (head_dim)),] RoPE on q and k (s.q, s.k: (t, heads *
     /// head_dim)), k and v stored into this layer's f16 cache at s.pos, then causal attention
     /// (this layer's window) into s.att (t, n_head * head_dim). Fused: one `rope_kv` launch
-    /// before the attention (s.k then stays unrotated: only the cache reads it).
+    /// before the attention (s.k then stays unrotated: only the cache reads it). With `round`
+    /// and a call the one-launch attention takes, the output goes to s.xq rounded for the
+    /// output projection instead, and the result is true.
     pub fn rope_store_attend(
         &self,
         s: &Scratch,
         qk_norm: Option<(&DeviceBuffer<f32>, &DeviceBuffer<f32>)>,
-    ) -> Result<(), EngineError> {
+        round: Option<ActRound>,
+    ) -> Result<bool, EngineError> {
         let (k, q, c, t) = (self.k, self.q, self.cfg, self.t);
         let mode = Engine::rope_mode(c);
         let (kc, vc, n_ctx) = (self.kc, self.vc, self.n_ctx);
@@ -312,6 +315,27 @@ impl LayerCtx<'_> {
             )?;
         }
         let window = c.layers[self.il].window;
+        if let Some(block) = round
+            .map(ActRound::block)
+            .filter(|&b| k.attn.can_round(t, c.n_head, b))
+        {
+            k.attn.run_rounded(
+                q,
+                &s.q,
+                kc,
+                vc,
+                &s.pos,
+                &s.xq,
+                t,
+                c.n_head,
+                c.n_kv_head,
+                n_ctx,
+                window,
+                c.attn_scale,
+                block,
+            )?;
+            return Ok(true);
+        }
         k.attn.run(
             q,
             &s.q,
@@ -326,7 +350,24 @@ impl LayerCtx<'_> {
             window,
             c.attn_scale,
         )?;
-        Ok(())
+        Ok(false)
+    }
+
+    /// The attention core and the output projection into s.o: with `fused_round` for Wo, the
+    /// attention launch writes its output already rounded for Wo (one launch fewer), else the
+    /// product rounds s.att itself. The same bits either way.
+    pub fn attend_project(
+        &self,
+        s: &mut Scratch,
+        qk_norm: Option<(&DeviceBuffer<f32>, &DeviceBuffer<f32>)>,
+        wo: &WeightView,
+    ) -> Result<(), EngineError> {
+        let k = self.k;
+        if self.rope_store_attend(s, qk_norm, k.fused_round(&[wo]))? {
+            k.mul_rounded(self.q, &s.xq, &mut [(wo, &mut s.o)], self.t)
+        } else {
+            k.mul(self.q, wo, &s.att, &s.xq, &mut s.o, self.t)
+        }
     }
 }
 

@@ -36,8 +36,7 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
         need(&w.q_norm, il, "attn_q_norm")?,
         need(&w.k_norm, il, "attn_k_norm")?,
     );
-    l.rope_store_attend(s, Some(qk_norm))?;
-    k.mul(q, &w.wo.view(), &s.att, &s.xq, &mut s.o, t)?;
+    l.attend_project(s, Some(qk_norm), &w.wo.view())?;
     // x += norm(o) * post_attention_norm; h = norm(x) * ffn_norm
     let post_attn = need(&w.post_attn_norm, il, "post_attention_norm")?;
     let (wg, wu) = (w.gate.view(), w.up.view());

@@ -22,8 +22,7 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
             .rms_norm(q, &s.x, &w.attn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
         k.mul_same_x(q, &s.h, &s.xq, outs, t)?;
     }
-    l.rope_store_attend(s, None)?;
-    k.mul(q, &w.wo.view(), &s.att, &s.xq, &mut s.o, t)?;
+    l.attend_project(s, None, &w.wo.view())?;
     // x += o; h = norm(x) * ffn_norm
     let (wg, wu) = (w.gate.view(), w.up.view());
     let outs = &mut [(&wg, &mut s.gate), (&wu, &mut s.up)];

@@ -48,7 +48,7 @@ pub const ROPE: KernelSource = source_with!("rope", ["rope"]);
 /// KV cache write (f32 rows -> f16 cache).
 pub const KV: KernelSource = source!("kv");
 /// Causal GQA attention over the f16 KV cache (-DCFG_HD=<head_dim>).
-pub const ATTN: KernelSource = source!("attn");
+pub const ATTN: KernelSource = source_with!("attn", ["actq"]);
 /// Attention for many query rows (the prompt path, T > 8; -DCFG_HD=<head_dim>).
 pub const ATTN_PREFILL: KernelSource = source!("attn_prefill");
 /// Row softmax.

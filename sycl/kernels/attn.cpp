@@ -165,9 +165,12 @@ STRATA_KERNEL void attn_part(const float *q,          // (T, n_head * CFG_HD)
 
 // Folds the chunk records of (t, h) = (g / n_head, g % n_head) in chunk order into out's row.
 // One sub-group of 16; lane l owns head elements l, l + 16, ...
+// round_block 32 / 256: the row is written rounded through 8-bit blocks as act_q8_32 /
+// act_q8_256 would round it (actq.hpp, same operations on the same values: the same bits), so
+// the output projection needs no rounding launch. 0: plain.
 static inline void combine_one(sycl::sub_group sg, size_t g, const float *part,
                                const int32_t *pos, float *out, int n_head, int n_ctx,
-                               int window) {
+                               int window, int round_block) {
   const int lane = (int)sg.get_local_id()[0];
   const int t = (int)(g / n_head);
   const int n_chunks = (n_ctx + CFG_C - 1) / CFG_C;
@@ -192,8 +195,21 @@ static inline void combine_one(sycl::sub_group sg, size_t g, const float *part,
     for (int e = 0; e < CFG_E; e++) acc[e] += rec[e * 16 + lane] * w;
   }
   const float inv = 1.0f / l;
+  float y[CFG_E];
 #pragma unroll
-  for (int e = 0; e < CFG_E; e++) orow[e * 16 + lane] = acc[e] * inv;
+  for (int e = 0; e < CFG_E; e++) y[e] = acc[e] * inv;
+#if CFG_E % 2 == 0
+  // a block of 32 = elements (e, e + 1) of every lane: act_q8_32's (lane, 16 + lane)
+  if (round_block == 32)
+    for (int b = 0; b < CFG_E / 2; b++) q8_32_round(sg, y[2 * b], y[2 * b + 1], y[2 * b], y[2 * b + 1]);
+#endif
+#if CFG_E % 16 == 0
+  // a block of 256 = elements 16 b .. 16 b + 15: act_q8_256's v[k] = element k * 16 + lane
+  if (round_block == 256)
+    for (int b = 0; b < CFG_E / 16; b++) q8_256_round(sg, lane, y + 16 * b);
+#endif
+#pragma unroll
+  for (int e = 0; e < CFG_E; e++) orow[e * 16 + lane] = y[e];
 }
 
 // grid: T * n_head work-groups of 16, one per (t, h)
@@ -202,7 +218,7 @@ STRATA_KERNEL void attn_combine(const float *part,   // (T, n_head, n_chunks, CF
                                 float *out,          // (T, n_head * CFG_HD)
                                 int n_head, int n_ctx, int window) {
   auto it = syclext::this_work_item::get_nd_item<1>();
-  combine_one(it.get_sub_group(), it.get_group(0), part, pos, out, n_head, n_ctx, window);
+  combine_one(it.get_sub_group(), it.get_group(0), part, pos, out, n_head, n_ctx, window, 0);
 }
 
 // attn_part and attn_combine in one launch (the decode step: one launch fewer per layer). Each
@@ -210,6 +226,7 @@ STRATA_KERNEL void attn_combine(const float *part,   // (T, n_head, n_chunks, CF
 // `counter` returning groups - 1) folds every (t, h) in index order, exactly as attn_combine
 // does, and resets the counter to 0 for the next launch. Same arithmetic, same orders: bitwise
 // the two-launch result. Meant for few (t, h) pairs: one group does all the folding.
+// round_block (0, 32, 256): out rounded through 8-bit blocks as actq would (see combine_one).
 // grid as attn_part; counter: (1) u32, zero before the first launch
 STRATA_KERNEL void attn_fused(const float *q,          // (T, n_head * CFG_HD)
                               const sycl::half *kc,    // (n_kv_head, n_ctx, CFG_HD)
@@ -219,7 +236,7 @@ STRATA_KERNEL void attn_fused(const float *q,          // (T, n_head * CFG_HD)
                               unsigned *counter,       // (1)
                               float *out,              // (T, n_head * CFG_HD)
                               int T, int n_head, int n_kv_head, int n_ctx, int window,
-                              float scale, int n_slices) {
+                              float scale, int n_slices, int round_block) {
   static syclexp::work_group_static<float[16]> pk_mem;
   static syclexp::work_group_static<unsigned> last_mem;
   auto it = syclext::this_work_item::get_nd_item<1>();
@@ -239,7 +256,7 @@ STRATA_KERNEL void attn_fused(const float *q,          // (T, n_head * CFG_HD)
   sycl::group_barrier(wg, sycl::memory_scope::device);
   if (!last) return;
   for (size_t g = 0; g < (size_t)T * n_head; g++)
-    combine_one(it.get_sub_group(), g, part, pos, out, n_head, n_ctx, window);
+    combine_one(it.get_sub_group(), g, part, pos, out, n_head, n_ctx, window, round_block);
   if (it.get_local_linear_id() == 0)
     sycl::atomic_ref<unsigned, sycl::memory_order::relaxed, sycl::memory_scope::device,
                      sycl::access::address_space::global_space>(*counter)
