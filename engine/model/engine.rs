@@ -151,12 +151,12 @@ impl Kernels {
 
     /// `fused_round` for the gated activation feeding the down product `w`, where `glu_q8` is
     /// measured faster than the unfused pair (`cargo bench --bench float_kernels -- fused`):
-    /// blocks of 32 up to 8 rows (1.4x at t = 1..8, but 1.7x slower at 256), blocks of 256 at one
-    /// row only (a tie that saves a launch; 1.8-2.6x slower at t >= 8: its loads compile to
-    /// gathers, docs/kernels.md). Either path gives the same bits.
+    /// blocks of 32 up to 8 rows (1.4x at t = 1..8, but 1.7x slower at 256). Not blocks of 256
+    /// (Gemma's K-quant down): that variant's loads compile to gathers, a tie at t = 1 with
+    /// launches and 1.8-2.6x slower at t >= 8 (docs/kernels.md). Either path gives the same bits.
     pub fn fused_glu_round(&self, w: &WeightView, t: usize) -> Option<ActRound> {
-        let max_t = |m: ActRound| if m == ActRound::Q8Block32 { 8 } else { 1 };
-        self.fused_round(&[w]).filter(|&m| t <= max_t(m))
+        self.fused_round(&[w])
+            .filter(|&m| m == ActRound::Q8Block32 && t <= 8)
     }
 
     /// y = W xq for each output, `xq` already rounded for these weights (see `fused_round`).
