@@ -27,7 +27,7 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
         t,
     )?;
     k.act.silu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
-    k.mul(q, &w.down.view(), &s.gate, &s.xq, &mut s.o, t)?;
-    k.act.add(q, &s.x, &s.o, &s.x, t * c.n_embd)?;
+    // x += Wdown gate: one launch at t <= 8 (bitwise the product then the add)
+    k.mul_residual(q, &w.down.view(), &s.gate, &s.xq, &mut s.o, &mut s.x, t)?;
     Ok(())
 }

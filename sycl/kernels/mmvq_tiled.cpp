@@ -72,8 +72,8 @@ static inline int kt_hb(uint32_t qh, int e) {
 // run-time bound made the compiler mask every column's code and spill). Each column's sequence
 // of operations does not depend on TT.
 template <int TT>
-static inline void kt_run(const uint8_t *wt, const float *x, float *y, int n_in, int n_out,
-                          int nb, int lane, size_t tile) {
+static inline void kt_run(const uint8_t *wt, const float *x, float *y, const float *r, int n_in,
+                          int n_out, int nb, int lane, size_t tile) {
   float acc[TT];
 #pragma unroll
   for (int t = 0; t < TT; ++t) acc[t] = 0.0f;
@@ -152,25 +152,50 @@ static inline void kt_run(const uint8_t *wt, const float *x, float *y, int n_in,
   }
   const size_t row = tile * TILE + (size_t)lane;
   if (row < (size_t)n_out) {
+    // residual epilogue: r + dot, the f32 add the separate add_f32 launch would do on the stored
+    // dot (r may be y itself: each output is read and written by its own lane only)
+    if (r != nullptr) {
 #pragma unroll
-    for (int t = 0; t < TT; ++t) y[(size_t)t * n_out + row] = acc[t];
+      for (int t = 0; t < TT; ++t) y[(size_t)t * n_out + row] = r[(size_t)t * n_out + row] + acc[t];
+    } else {
+#pragma unroll
+      for (int t = 0; t < TT; ++t) y[(size_t)t * n_out + row] = acc[t];
+    }
   }
 }
 
 // One kernel per column count (mmvq_tiled_t1 .. _t8): a switch on a run-time T inside one kernel
 // was linearised by the vectoriser into masked code with gathers (10x slower).
+// Up to three matrices with the same input x and n_in in one launch (q/k/v, gate/up): work-groups
+// 0 .. tiles(n_out0)-1 do matrix 0, the next tiles(n_out1) matrix 1, then matrix 2 (n_out1 = n_out2
+// = 0 for one matrix; their pointers are then unused). The choice is per work-group (uniform), and
+// each row's arithmetic is the single-matrix one: outputs are bitwise those of separate launches.
+// r (nullable, only with one matrix): y0 = r + W0 x.
 #define KT_KERNEL(TT)                                                                           \
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                   \
   SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<TILE>))                            \
-  void mmvq_tiled_t##TT(const uint8_t *w, /* tiles: (ceil(n_out/16), n_in/32) records */        \
-                        const float *x,   /* (TT, n_in) */                                      \
-                        float *y,         /* (TT, n_out) */                                     \
-                        int n_in, int n_out) {                                                  \
+  void mmvq_tiled_t##TT(const uint8_t *w0, /* tiles: (ceil(n_out0/16), n_in/32) records */      \
+                        const uint8_t *w1, /* (ceil(n_out1/16), n_in/32) records, or unused */  \
+                        const uint8_t *w2, /* (ceil(n_out2/16), n_in/32) records, or unused */  \
+                        const float *x,    /* (TT, n_in) */                                     \
+                        float *y0,         /* (TT, n_out0) */                                   \
+                        float *y1,         /* (TT, n_out1) */                                   \
+                        float *y2,         /* (TT, n_out2) */                                   \
+                        const float *r,    /* (TT, n_out0) residual, or null */                 \
+                        int n_in, int n_out0, int n_out1, int n_out2) {                         \
     auto it = syclext::this_work_item::get_nd_item<1>();                                        \
     const int lane = (int)it.get_sub_group().get_local_linear_id();                             \
-    const size_t tile = it.get_group(0); /* one 16-lane work-group per tile */                  \
+    const size_t g = it.get_group(0); /* one 16-lane work-group per tile */                     \
+    const size_t t0 = (size_t)(n_out0 + TILE - 1) / TILE;                                       \
+    const size_t t1 = (size_t)(n_out1 + TILE - 1) / TILE;                                       \
     const int nb = n_in / 32;                                                                   \
-    kt_run<TT>(w + tile * (size_t)nb * REC, x, y, n_in, n_out, nb, lane, tile);                 \
+    /* plain ternaries (uniform selects; sycl::min-style builtins turned indices varying) */  \
+    const int m = g < t0 ? 0 : (g < t0 + t1 ? 1 : 2);                                         \
+    const size_t tl = m == 0 ? g : (m == 1 ? g - t0 : g - t0 - t1);                             \
+    const uint8_t *w = m == 0 ? w0 : (m == 1 ? w1 : w2);                                        \
+    float *y = m == 0 ? y0 : (m == 1 ? y1 : y2);                                                \
+    const int n_out = m == 0 ? n_out0 : (m == 1 ? n_out1 : n_out2);                             \
+    kt_run<TT>(w + tl * (size_t)nb * REC, x, y, m == 0 ? r : nullptr, n_in, n_out, nb, lane, tl); \
   }
 KT_KERNEL(1)
 KT_KERNEL(2)
