@@ -129,7 +129,8 @@ impl MatrixKernels {
     }
 
     /// The tiled kernel (`mmvq_tiled.cpp`) over 1..=3 matrices of one format and n_in: one
-    /// 16-lane work-group per tile of 16 rows, the matrices' tiles one after the other.
+    /// 16-lane work-group per `tiles_per_group(t)` tiles of 16 rows, the matrices one after the
+    /// other.
     /// `r`: the residual added to matrix 0's output (the same buffer as its y).
     fn mmvq_tiled(
         &self,
@@ -143,7 +144,12 @@ impl MatrixKernels {
         debug_assert!((1..=3).contains(&mats.len()));
         let m0 = &mats[0];
         let k = self.kernel(m0.type_id, Family::MmvqTiled(t as u8), "mmvq")?;
-        let tiles: usize = mats.iter().map(|m| m.n_out.div_ceil(tiled::TILE)).sum();
+        // each matrix's tiles in work-groups of R tiles (its last one possibly short)
+        let per = tiled::tiles_per_group(t);
+        let groups: usize = mats
+            .iter()
+            .map(|m| m.n_out.div_ceil(tiled::TILE).div_ceil(per))
+            .sum();
         let w = |i: usize| mats.get(i).map_or(Arg::null(), |m| Arg::buf(m.tiles));
         let y = |i: usize| {
             mats.get(i)
@@ -152,7 +158,7 @@ impl MatrixKernels {
         let n_out = |i: usize| Arg::i32(mats.get(i).map_or(0, |m| m.n_out as i32));
         q.launch(
             &k,
-            NdRange::groups(tiles, tiled::TILE),
+            NdRange::groups(groups, tiled::TILE),
             &[
                 w(0),
                 w(1),
