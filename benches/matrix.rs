@@ -10,9 +10,12 @@
 //! load-independent figure. "kern us" is the median over the runs of the mean device time per launch
 //! (end - start profiling timestamps of the same launches replayed on a profiling queue): at the
 //! layer sizes the wall time per call is mostly submit cost, the kernel time is what the kernel
-//! itself reads at ("kern GB/s", and "kern %" of the median read bandwidth).
+//! itself reads at ("kern GB/s", and "kern %" of the median read bandwidth). The profiled launches
+//! run one at a time (a wait after each); "min us" is the fastest single launch (on a loaded
+//! machine: the one that had the cores).
 //! `cargo bench --bench matrix [-- FILTER]`; FILTER matches the label; STRATA_BENCH_T=1,8 keeps
-//! only those column counts.
+//! only those column counts; STRATA_BENCH_POOL_MB=1 runs on 3 weight copies only (cache-hot: the
+//! kernel's compute ceiling).
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::time::Instant;
@@ -211,7 +214,7 @@ fn main() -> anyhow::Result<()> {
     );
     let mut rng = StdRng::seed_from_u64(1);
     println!(
-        "{:24} {:>16} {:>3} {:>6} {:>10} {:>8} {:>8} {:>6} {:>8} {:>8} {:>6} {:>8} {:>11} {:>7}",
+        "{:24} {:>16} {:>3} {:>6} {:>10} {:>8} {:>8} {:>6} {:>8} {:>8} {:>6} {:>8} {:>8} {:>11} {:>7}",
         "case",
         "(n_out, n_in)",
         "T",
@@ -223,6 +226,7 @@ fn main() -> anyhow::Result<()> {
         "kern us",
         "kern GB/s",
         "kern %",
+        "min us",
         "GFLOP/s",
         "GFLOP/cpu-s",
         "copies"
@@ -235,7 +239,12 @@ fn main() -> anyhow::Result<()> {
             .map(|_| rng.gen::<f32>() - 0.5)
             .collect();
         let bytes = quant::quantize_by_type(c.tid, &vals)?;
-        let copies = (POOL_BYTES / bytes.len()).clamp(3, 512);
+        // STRATA_BENCH_POOL_MB: weight copies' total (default 256 MiB: cold; 1: hot, 3 copies)
+        let pool = std::env::var("STRATA_BENCH_POOL_MB")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .map_or(POOL_BYTES, |mb| mb << 20);
+        let copies = (pool / bytes.len()).clamp(3, 512);
         let mats = (0..copies)
             .map(|_| QuantMatrix::upload(&q, c.label, c.tid, c.n_out, c.n_in, &bytes))
             .collect::<Result<Vec<_>, _>>()?;
@@ -274,17 +283,19 @@ fn main() -> anyhow::Result<()> {
                 let mut per_call = Vec::with_capacity(RUNS);
                 let mut cpu_per_call = Vec::with_capacity(RUNS);
                 let mut kern_per_call = Vec::with_capacity(RUNS);
+                let mut kern_min = f64::INFINITY;
                 for _ in 0..RUNS {
-                    // kernel time: the same launches traced on the profiling queue
-                    qp.trace_begin();
+                    // kernel time: the same launches, one at a time, traced on the profiling
+                    // queue (device end - start: no submit cost)
+                    let mut secs = 0.0;
                     for m in used {
+                        qp.trace_begin();
                         k.mul(&qp, &view(m, tiled), &x, &mut y, t)?;
+                        let s: f64 = qp.trace_end()?.iter().map(|kt| kt.seconds).sum();
+                        kern_min = kern_min.min(s);
+                        secs += s;
                     }
-                    let times = qp.trace_end()?;
-                    let (n, secs) = times
-                        .iter()
-                        .fold((0, 0.0), |(n, s), kt| (n + kt.launches, s + kt.seconds));
-                    kern_per_call.push(secs / n.max(1) as f64);
+                    kern_per_call.push(secs / used.len() as f64);
                     let c0 = cpu_seconds();
                     let t0 = Instant::now();
                     for m in used {
@@ -303,7 +314,7 @@ fn main() -> anyhow::Result<()> {
                 let fast = per_call[RUNS / 10];
                 let gbs = |s: f64| bytes.len() as f64 / s / 1e9;
                 println!(
-                    "{:24} {:>16} {:>3} {:>6} {:>10.1} {:>8.2} {:>8.2} {:>6.0} {:>8.1} {:>8.2} {:>6.0} {:>8.1} {:>11.1} {:>7}",
+                    "{:24} {:>16} {:>3} {:>6} {:>10.1} {:>8.2} {:>8.2} {:>6.0} {:>8.1} {:>8.2} {:>6.0} {:>8.1} {:>8.1} {:>11.1} {:>7}",
                     c.label,
                     format!("({}, {})", c.n_out, c.n_in),
                     t,
@@ -315,6 +326,7 @@ fn main() -> anyhow::Result<()> {
                     ks * 1e6,
                     gbs(ks),
                     100.0 * gbs(ks) / bw_med,
+                    kern_min * 1e6,
                     flop / s / 1e9,
                     flop / cpu_per_call[RUNS / 2] / 1e9,
                     used.len()

@@ -248,7 +248,10 @@ fn grouped_launch_is_bitwise_separate_launches() {
                         "{name} n_in {n_in} matrix {i} ({}) T={t}: grouped differs from its own launch",
                         v.n_out
                     );
-                    assert!(y[t * v.n_out..].iter().all(|v| v.is_nan()), "wrote past row {t}");
+                    assert!(
+                        y[t * v.n_out..].iter().all(|v| v.is_nan()),
+                        "wrote past row {t}"
+                    );
                     let r = matrix_ref(tid, &wbs[i], v.n_out, n_in, &x[..t * n_in], t).unwrap();
                     let e = nmse(&y[..t * v.n_out], &r);
                     assert!(e < BOUND, "{name} matrix {i} T={t}: nmse {e:e}");

@@ -21,13 +21,10 @@ use crate::quant::{self, type_id};
 pub const TILE: usize = 16;
 
 /// Tiles one work-group (one lane per row, R rows per lane) takes at `t` columns: must match
-/// KT_R in mmvq_tiled.cpp. Changes the launch geometry only, never a result.
-pub fn tiles_per_group(t: usize) -> usize {
-    match t {
-        0..=2 => 4,
-        3 | 4 => 2,
-        _ => 1,
-    }
+/// KT_R in mmvq_tiled.cpp (1 for now: see the measurement there). Changes the launch geometry
+/// only, never a result.
+pub fn tiles_per_group(_t: usize) -> usize {
+    1
 }
 
 /// The kernel's qh word for Q5 formats (see the module comment) from GGUF's (bit e = element e).

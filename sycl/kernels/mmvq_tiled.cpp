@@ -57,10 +57,13 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 #define OFF_QH ((2 + 2 * HAS_M) * TILE)
 #define OFF_QS ((2 + 2 * HAS_M + 4 * HAS_QH) * TILE)
 
-// Rows per lane (tiles per work-group) for TT columns: one x load feeds R rows, R independent
-// chains hide the fma latency, fewer work-groups. Limited by registers: TT * R accumulators plus
-// 2 * TT * R chains. Must match `tiled::tiles_per_group` (engine/kernels/tiled.rs).
-#define KT_R(TT) ((TT) <= 2 ? 4 : ((TT) <= 4 ? 2 : 1))
+// Rows per lane (tiles per work-group) at TT columns: R tiles would share each x load and give
+// R independent chains. Measured at T = 1 with R = 1, 2, 4 (Q4_1, Q5_0, Q8_0 at the models'
+// shapes, hot and cold): no difference above the run-to-run noise of the loaded machine, R = 4
+// spills in the Q4_1 loop and the head's fastest launches were R = 1's. The x broadcasts are load
+// uops, not ALU work, so R stays 1; the code keeps R for a quieter re-measure. Must match
+// `tiled::tiles_per_group` (engine/kernels/tiled.rs).
+#define KT_R(TT) 1
 
 // The 8 values of qs word j of one row, in element order e(k): k < 4 -> 4j+k, k >= 4 ->
 // 16+4j+k-4 (4-bit formats) or k -> 8j+k (Q8_0: 32 byte planes, plane e holding element e of the
