@@ -11,8 +11,7 @@
 //! (end - start profiling timestamps of the same launches replayed on a profiling queue): at the
 //! layer sizes the wall time per call is mostly submit cost, the kernel time is what the kernel
 //! itself reads at ("kern GB/s", and "kern %" of the median read bandwidth). The profiled launches
-//! run one at a time (a wait after each); "min us" is the fastest single launch (on a loaded
-//! machine: the one that had the cores).
+//! run one at a time (a wait after each), so no launch overlaps the next one's start.
 //! `cargo bench --bench matrix [-- FILTER]`; FILTER matches the label; STRATA_BENCH_T=1,8 keeps
 //! only those column counts; STRATA_BENCH_POOL_MB=1 runs on 3 weight copies only (cache-hot: the
 //! kernel's compute ceiling).
@@ -214,7 +213,7 @@ fn main() -> anyhow::Result<()> {
     );
     let mut rng = StdRng::seed_from_u64(1);
     println!(
-        "{:24} {:>16} {:>3} {:>6} {:>10} {:>8} {:>8} {:>6} {:>8} {:>8} {:>6} {:>8} {:>8} {:>11} {:>7}",
+        "{:24} {:>16} {:>3} {:>6} {:>10} {:>8} {:>8} {:>6} {:>8} {:>8} {:>6} {:>8} {:>11} {:>7}",
         "case",
         "(n_out, n_in)",
         "T",
@@ -226,7 +225,6 @@ fn main() -> anyhow::Result<()> {
         "kern us",
         "kern GB/s",
         "kern %",
-        "min us",
         "GFLOP/s",
         "GFLOP/cpu-s",
         "copies"
@@ -283,7 +281,6 @@ fn main() -> anyhow::Result<()> {
                 let mut per_call = Vec::with_capacity(RUNS);
                 let mut cpu_per_call = Vec::with_capacity(RUNS);
                 let mut kern_per_call = Vec::with_capacity(RUNS);
-                let mut kern_min = f64::INFINITY;
                 for _ in 0..RUNS {
                     // kernel time: the same launches, one at a time, traced on the profiling
                     // queue (device end - start: no submit cost)
@@ -292,7 +289,6 @@ fn main() -> anyhow::Result<()> {
                         qp.trace_begin();
                         k.mul(&qp, &view(m, tiled), &x, &mut y, t)?;
                         let s: f64 = qp.trace_end()?.iter().map(|kt| kt.seconds).sum();
-                        kern_min = kern_min.min(s);
                         secs += s;
                     }
                     kern_per_call.push(secs / used.len() as f64);
@@ -314,7 +310,7 @@ fn main() -> anyhow::Result<()> {
                 let fast = per_call[RUNS / 10];
                 let gbs = |s: f64| bytes.len() as f64 / s / 1e9;
                 println!(
-                    "{:24} {:>16} {:>3} {:>6} {:>10.1} {:>8.2} {:>8.2} {:>6.0} {:>8.1} {:>8.2} {:>6.0} {:>8.1} {:>8.1} {:>11.1} {:>7}",
+                    "{:24} {:>16} {:>3} {:>6} {:>10.1} {:>8.2} {:>8.2} {:>6.0} {:>8.1} {:>8.2} {:>6.0} {:>8.1} {:>11.1} {:>7}",
                     c.label,
                     format!("({}, {})", c.n_out, c.n_in),
                     t,
@@ -326,7 +322,6 @@ fn main() -> anyhow::Result<()> {
                     ks * 1e6,
                     gbs(ks),
                     100.0 * gbs(ks) / bw_med,
-                    kern_min * 1e6,
                     flop / s / 1e9,
                     flop / cpu_per_call[RUNS / 2] / 1e9,
                     used.len()

@@ -100,7 +100,7 @@ impl MatrixKernels {
         for (w, y) in outs.iter_mut() {
             w.check("mmvq")?;
             check_act("mmvq", "y", y, t, w.n_out)?;
-            mats.push(Tiled::new(w, &**y, 0)?);
+            mats.push(Tiled::new(w, y, 0)?);
         }
         self.mmvq_tiled(q, &mats, x, 0, None, t)?;
         Ok(true)

@@ -156,6 +156,7 @@ impl Kernels {
     /// y = y + W x (the residual add after a projection) for `t` rows, x rounded into `xq` as
     /// in `mul`. One launch at t <= 8 when W has a tiled layout (`mmvq_residual`), else the
     /// product into `tmp` and an add; bitwise the same either way.
+    #[allow(clippy::too_many_arguments)]
     pub fn mul_residual(
         &self,
         q: &Queue,
