@@ -4,13 +4,16 @@
 //
 // Tiles of 16 rows: for tile g and block ib, one record of 16 * BLOCK_BYTES bytes (the same bytes
 // as the 16 GGUF blocks, structure of arrays):
-//   d[16] f16 | m[16] f16 (Q4_1, Q5_1) | qh[16] u32 (Q5_0, Q5_1) | qs[NW][16] u32
-// qs word j of lane l holds GGUF qs bytes 4j..4j+3 of row l's block: for 4-bit formats byte b
-// is element 4j+b (low nibble) and 16+4j+b (high nibble); for Q8_0 byte b is element 4j+b.
+//   d[16] f16 | m[16] f16 (Q4_1, Q5_1) | qh[16] u32 (Q5_0, Q5_1) | qs
+// 4-bit formats: qs = words [4][16] u32, word j of lane l = GGUF qs bytes 4j..4j+3 of row l's
+// block (byte b: element 4j+b in the low nibble, 16+4j+b in the high one). Q5: qh's bits
+// permuted (see kt_decode). Q8_0: qs = byte planes [32][16] i8, plane e = element e of the rows.
 // Every weight load is `uniform + lane` (vector loads); x is uniform (broadcast); no cross-lane
 // reduction. Per column: two fma chains per block, restarted each block, then one fma/add into
 // the column's accumulator: the same sequence whatever T is, so a T-column call is bitwise T
 // one-column calls. -ffast-math is not used (it could re-associate the chains).
+// One launch may do up to three matrices sharing x (q/k/v, gate/up) and may add a residual to
+// the output (y = r + W x): see KT_KERNEL.
 #include <sycl/sycl.hpp>
 #include <cstdint>
 namespace syclext = sycl::ext::oneapi;
@@ -22,34 +25,28 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 #define BLOCK_BYTES 18
 #define HAS_M 0
 #define HAS_QH 0
-#define NW 4
 #elif defined(CFG_FMT_Q4_1)
 #define BLOCK_BYTES 20
 #define HAS_M 1
 #define HAS_QH 0
-#define NW 4
 #elif defined(CFG_FMT_Q5_0)
 #define BLOCK_BYTES 22
 #define HAS_M 0
 #define HAS_QH 1
-#define NW 4
 #elif defined(CFG_FMT_Q5_1)
 #define BLOCK_BYTES 24
 #define HAS_M 1
 #define HAS_QH 1
-#define NW 4
 #elif defined(CFG_FMT_Q8_0)
 #define BLOCK_BYTES 34
 #define HAS_M 0
 #define HAS_QH 0
-#define NW 8
 #else
 // no format given (a tool building every source with no options): the output head's
 #define CFG_FMT_Q8_0
 #define BLOCK_BYTES 34
 #define HAS_M 0
 #define HAS_QH 0
-#define NW 8
 #endif
 
 #define REC (TILE * BLOCK_BYTES)
