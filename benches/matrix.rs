@@ -7,7 +7,14 @@
 //! weight bytes only, GFLOP/s is 2 * n_out * n_in * T per second (the figure for matmul, which is
 //! compute-bound). GFLOP/cpu-s divides by the CPU time of all the process's threads instead of wall
 //! time (from /proc/self/task/*/schedstat): on a machine shared with other jobs it is the
-//! load-independent figure. `cargo bench --bench matrix [-- FILTER]`; FILTER matches the label.
+//! load-independent figure. "kern us" is the median over the runs of the mean device time per launch
+//! (end - start profiling timestamps of the same launches replayed on a profiling queue): at the
+//! layer sizes the wall time per call is mostly submit cost, the kernel time is what the kernel
+//! itself reads at ("kern GB/s", and "kern %" of the median read bandwidth). The profiled launches
+//! run one at a time (a wait after each), so no launch overlaps the next one's start.
+//! `cargo bench --bench matrix [-- FILTER]`; FILTER matches the label; STRATA_BENCH_T=1,8 keeps
+//! only those column counts; STRATA_BENCH_POOL_MB=1 runs on 3 weight copies only (cache-hot: the
+//! kernel's compute ceiling).
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::time::Instant;
@@ -189,17 +196,24 @@ fn main() -> anyhow::Result<()> {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
+    // STRATA_BENCH_T=1,8 restricts the column counts (default 1, 8, 64, 512)
+    let ts: Vec<usize> = std::env::var("STRATA_BENCH_T")
+        .ok()
+        .map(|v| v.split(',').filter_map(|t| t.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 8, 64, 512]);
     let dev = sycl::default_device()?;
     let ctx = Context::new(std::slice::from_ref(&dev))?;
     let q = ctx.queue(&dev)?;
+    // the same launches again on a profiling queue: device start/end timestamps per kernel
+    let qp = ctx.profiling_queue(&dev)?;
     let k = MatrixKernels::new(&ctx);
     let (bw_med, bw_p90) = read_bandwidth(&q, &ctx)?;
     println!(
-        "cold read bandwidth: median {bw_med:.1} GB/s, 90th percentile {bw_p90:.1} GB/s (the % column uses the 90th percentile)"
+        "cold read bandwidth: median {bw_med:.1} GB/s, 90th percentile {bw_p90:.1} GB/s (% bw: the wall p90 GB/s over the 90th percentile; kern %: the kernel GB/s over the median)"
     );
     let mut rng = StdRng::seed_from_u64(1);
     println!(
-        "{:24} {:>16} {:>3} {:>6} {:>10} {:>8} {:>8} {:>6} {:>8} {:>11} {:>7}",
+        "{:24} {:>16} {:>3} {:>6} {:>10} {:>8} {:>8} {:>6} {:>8} {:>8} {:>6} {:>8} {:>11} {:>7}",
         "case",
         "(n_out, n_in)",
         "T",
@@ -208,6 +222,9 @@ fn main() -> anyhow::Result<()> {
         "GB/s",
         "p90 GB/s",
         "% bw",
+        "kern us",
+        "kern GB/s",
+        "kern %",
         "GFLOP/s",
         "GFLOP/cpu-s",
         "copies"
@@ -220,11 +237,19 @@ fn main() -> anyhow::Result<()> {
             .map(|_| rng.gen::<f32>() - 0.5)
             .collect();
         let bytes = quant::quantize_by_type(c.tid, &vals)?;
-        let copies = (POOL_BYTES / bytes.len()).clamp(3, 512);
+        // STRATA_BENCH_POOL_MB: weight copies' total (default 256 MiB: cold; 1: hot, 3 copies)
+        let pool = std::env::var("STRATA_BENCH_POOL_MB")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .map_or(POOL_BYTES, |mb| mb << 20);
+        let copies = (pool / bytes.len()).clamp(3, 512);
         let mats = (0..copies)
             .map(|_| QuantMatrix::upload(&q, c.label, c.tid, c.n_out, c.n_in, &bytes))
             .collect::<Result<Vec<_>, _>>()?;
         for t in [1usize, 8, 64, 512] {
+            if !ts.contains(&t) {
+                continue;
+            }
             if t > 8 && c.n_out > 10_000 {
                 continue; // the head only ever sees the last prompt row
             }
@@ -255,7 +280,18 @@ fn main() -> anyhow::Result<()> {
                 };
                 let mut per_call = Vec::with_capacity(RUNS);
                 let mut cpu_per_call = Vec::with_capacity(RUNS);
+                let mut kern_per_call = Vec::with_capacity(RUNS);
                 for _ in 0..RUNS {
+                    // kernel time: the same launches, one at a time, traced on the profiling
+                    // queue (device end - start: no submit cost)
+                    let mut secs = 0.0;
+                    for m in used {
+                        qp.trace_begin();
+                        k.mul(&qp, &view(m, tiled), &x, &mut y, t)?;
+                        let s: f64 = qp.trace_end()?.iter().map(|kt| kt.seconds).sum();
+                        secs += s;
+                    }
+                    kern_per_call.push(secs / used.len() as f64);
                     let c0 = cpu_seconds();
                     let t0 = Instant::now();
                     for m in used {
@@ -267,12 +303,14 @@ fn main() -> anyhow::Result<()> {
                 }
                 per_call.sort_by(f64::total_cmp);
                 cpu_per_call.sort_by(f64::total_cmp);
+                kern_per_call.sort_by(f64::total_cmp);
+                let ks = kern_per_call[RUNS / 2];
                 let flop = 2.0 * (c.n_out * c.n_in * t) as f64;
                 let s = per_call[RUNS / 2];
                 let fast = per_call[RUNS / 10];
                 let gbs = |s: f64| bytes.len() as f64 / s / 1e9;
                 println!(
-                    "{:24} {:>16} {:>3} {:>6} {:>10.1} {:>8.2} {:>8.2} {:>6.0} {:>8.1} {:>11.1} {:>7}",
+                    "{:24} {:>16} {:>3} {:>6} {:>10.1} {:>8.2} {:>8.2} {:>6.0} {:>8.1} {:>8.2} {:>6.0} {:>8.1} {:>11.1} {:>7}",
                     c.label,
                     format!("({}, {})", c.n_out, c.n_in),
                     t,
@@ -281,6 +319,9 @@ fn main() -> anyhow::Result<()> {
                     gbs(s),
                     gbs(fast),
                     100.0 * gbs(fast) / bw_p90,
+                    ks * 1e6,
+                    gbs(ks),
+                    100.0 * gbs(ks) / bw_med,
                     flop / s / 1e9,
                     flop / cpu_per_call[RUNS / 2] / 1e9,
                     used.len()

@@ -3,6 +3,7 @@
 
 mod support;
 use strata::kernels::{matrix_ref, QuantMatrix};
+use strata::quant::type_id;
 use support::matrix::*;
 
 /// (n_out, n_in): the models' real shapes, a 256-multiple square-ish one, and small odd ones
@@ -114,7 +115,7 @@ fn mmvq_sees_a_single_wrong_scale() {
 fn mmvq_rejects_bad_shapes_with_a_clear_error() {
     let (_ctx, q, k) = setup();
     let wb = vec![0u8; 4 * 18 * 3]; // Q4_0 (4, 96)
-    let w = QuantMatrix::upload(&q, "w", strata::quant::type_id::Q4_0, 4, 96, &wb).unwrap();
+    let w = QuantMatrix::upload(&q, "w", type_id::Q4_0, 4, 96, &wb).unwrap();
     let x = q.alloc::<f32>(9 * 96).unwrap();
     let mut y = q.alloc::<f32>(9 * 4).unwrap();
     let e = k
@@ -143,7 +144,7 @@ fn huge_n_out_the_gemma3_output_head() {
     let (_ctx, q, k) = setup();
     let mut rng = rng(262144);
     let (n_out, n_in) = (262144usize, 640usize);
-    let tid = strata::quant::type_id::Q8_0;
+    let tid = type_id::Q8_0;
     let mut wb = vec![0u8; n_out * n_in / 32 * 34];
     for blk in wb.chunks_exact_mut(34) {
         let d = half::f16::from_f32(rng.gen_range(0.001f32..0.02));
@@ -175,5 +176,146 @@ fn huge_n_out_the_gemma3_output_head() {
             rows.len()
         );
         assert!(e < BOUND, "head T={t}: nmse {e:e}");
+    }
+}
+
+/// The formats with a tiled layout (`engine/kernels/tiled.rs`).
+const TILED: &[(&str, u32)] = &[
+    ("Q4_0", type_id::Q4_0),
+    ("Q4_1", type_id::Q4_1),
+    ("Q5_0", type_id::Q5_0),
+    ("Q5_1", type_id::Q5_1),
+    ("Q8_0", type_id::Q8_0),
+];
+
+/// Groups of matrices sharing an input, (n_out) per matrix at one n_in: the models' q/k/v and
+/// gate/up, and odd sizes (n_out not a multiple of the 16-row tile).
+const GROUPS: &[(usize, &[usize])] = &[
+    (576, &[576, 192, 192]),
+    (576, &[1536, 1536]),
+    (640, &[1024, 256, 256]),
+    (640, &[2048, 2048]),
+    (96, &[37, 45, 20]),
+    (96, &[5]),
+];
+
+/// Residual products (n_out, n_in): the models' attention output and FFN down projections.
+const RESIDUAL: &[(usize, usize)] = &[(576, 576), (576, 1536), (640, 1024), (640, 2048), (37, 96)];
+
+fn bits_equal(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+#[test]
+fn grouped_launch_is_bitwise_separate_launches() {
+    let (_ctx, q, k) = setup();
+    let mut rng = rng(0x67727570);
+    let mut worst = 0f64;
+    for &(name, tid) in TILED {
+        for &(n_in, n_outs) in GROUPS {
+            let wbs: Vec<Vec<u8>> = n_outs
+                .iter()
+                .map(|&n| weights(&mut rng, tid, n, n_in))
+                .collect();
+            let ws: Vec<QuantMatrix> = wbs
+                .iter()
+                .zip(n_outs)
+                .map(|(b, &n)| QuantMatrix::upload(&q, name, tid, n, n_in, b).unwrap())
+                .collect();
+            let views: Vec<_> = ws.iter().map(|m| m.view()).collect();
+            let x = values(&mut rng, 8 * n_in);
+            let xd = q.upload(&x).unwrap();
+            let mut line = format!("group {name:5} n_in {n_in:4} n_out {n_outs:?} nmse T=1..8:");
+            for t in 1..=8 {
+                let mut sep = Vec::new();
+                for v in &views {
+                    let mut y = q.alloc::<f32>(8 * v.n_out).unwrap();
+                    k.mmvq(&q, v, &xd, &mut y, t).unwrap();
+                    sep.push(q.to_vec(&y).unwrap()[..t * v.n_out].to_vec());
+                }
+                let mut ys: Vec<_> = views
+                    .iter()
+                    .map(|v| q.upload(&vec![f32::NAN; 8 * v.n_out]).unwrap())
+                    .collect();
+                let mut outs: Vec<_> = views.iter().zip(ys.iter_mut()).collect();
+                let took = k.mmvq_group(&q, &xd, &mut outs, t).unwrap();
+                assert!(took, "{name}: mmvq_group declined tiled matrices");
+                let mut e_t = 0f64;
+                for (i, v) in views.iter().enumerate() {
+                    let y = q.to_vec(&ys[i]).unwrap();
+                    assert!(
+                        bits_equal(&y[..t * v.n_out], &sep[i]),
+                        "{name} n_in {n_in} matrix {i} ({}) T={t}: grouped differs from its own launch",
+                        v.n_out
+                    );
+                    assert!(
+                        y[t * v.n_out..].iter().all(|v| v.is_nan()),
+                        "wrote past row {t}"
+                    );
+                    let r = matrix_ref(tid, &wbs[i], v.n_out, n_in, &x[..t * n_in], t).unwrap();
+                    let e = nmse(&y[..t * v.n_out], &r);
+                    assert!(e < BOUND, "{name} matrix {i} T={t}: nmse {e:e}");
+                    e_t = e_t.max(e);
+                }
+                worst = worst.max(e_t);
+                line += &format!(" {e_t:.1e}");
+            }
+            println!("{line}  bitwise vs separate launches: ok");
+        }
+    }
+    // more than 3 matrices, mixed formats or n_in: declined, nothing written
+    let (a, b) = (
+        weights(&mut rng, type_id::Q4_1, 32, 64),
+        weights(&mut rng, type_id::Q8_0, 32, 64),
+    );
+    let ma = QuantMatrix::upload(&q, "a", type_id::Q4_1, 32, 64, &a).unwrap();
+    let mb = QuantMatrix::upload(&q, "b", type_id::Q8_0, 32, 64, &b).unwrap();
+    let xd = q.upload(&values(&mut rng, 64)).unwrap();
+    let (va, vb) = (ma.view(), mb.view());
+    let mut y1 = q.alloc::<f32>(32).unwrap();
+    let mut y2 = q.alloc::<f32>(32).unwrap();
+    assert!(!k
+        .mmvq_group(&q, &xd, &mut [(&va, &mut y1), (&vb, &mut y2)], 1)
+        .unwrap());
+    println!("worst nmse {worst:e} (bound {BOUND:e})");
+}
+
+#[test]
+fn residual_epilogue_is_bitwise_product_then_add() {
+    let (_ctx, q, k) = setup();
+    let mut rng = rng(0x72657369);
+    for &(name, tid) in TILED {
+        for &(n_out, n_in) in RESIDUAL {
+            let wb = weights(&mut rng, tid, n_out, n_in);
+            let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
+            let x = values(&mut rng, 8 * n_in);
+            let xd = q.upload(&x).unwrap();
+            let res = values(&mut rng, 8 * n_out);
+            let mut line = format!("residual {name:5} ({n_out:4}, {n_in:4}) nmse T=1..8:");
+            for t in 1..=8 {
+                let mut o = q.alloc::<f32>(8 * n_out).unwrap();
+                k.mmvq(&q, &w.view(), &xd, &mut o, t).unwrap();
+                let o = q.to_vec(&o).unwrap();
+                // product then the f32 add, as the unfused path does (IEEE add: same bits)
+                let want: Vec<f32> = (0..t * n_out).map(|i| res[i] + o[i]).collect();
+                let mut y = q.upload(&res).unwrap();
+                assert!(k.mmvq_residual(&q, &w.view(), &xd, &mut y, t).unwrap());
+                let y = q.to_vec(&y).unwrap();
+                assert!(
+                    bits_equal(&y[..t * n_out], &want),
+                    "{name} ({n_out}, {n_in}) T={t}: fused residual differs from product + add"
+                );
+                assert!(
+                    bits_equal(&y[t * n_out..], &res[t * n_out..]),
+                    "{name} T={t}: rows past {t} changed"
+                );
+                let r = matrix_ref(tid, &wb, n_out, n_in, &x[..t * n_in], t).unwrap();
+                let r: Vec<f64> = r.iter().zip(&res).map(|(p, &s)| p + s as f64).collect();
+                let e = nmse(&y[..t * n_out], &r);
+                assert!(e < BOUND, "{name} T={t}: nmse {e:e}");
+                line += &format!(" {e:.1e}");
+            }
+            println!("{line}  bitwise vs product + add: ok");
+        }
     }
 }

@@ -49,8 +49,9 @@ impl MatrixKernels {
             return Ok(()); // STRATA_MMVQ_KREG=1 and KREG took the matrix (docs/flags.md)
         }
         // Repacked one lane per row at load (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 only: never a KREG format).
-        if let Some(tiled) = w.tiled {
-            return self.mmvq_tiled(q, w, tiled, x, x_row0, y, y_row0, t);
+        if w.tiled.is_some() {
+            let m = Tiled::new(w, &*y, y_row0)?;
+            return self.mmvq_tiled(q, &[m], x, x_row0, None, t);
         }
         let k = self.kernel(w.type_id, Family::Mmvq, what)?;
         let groups = w.n_out.div_ceil(MMVQ_ROWS_PER_GROUP);
@@ -69,44 +70,150 @@ impl MatrixKernels {
         Ok(())
     }
 
-    /// The tiled kernel (`mmvq_tiled.cpp`): one 16-lane work-group per tile of 16 rows.
-    #[allow(clippy::too_many_arguments)]
+    /// Several products of the same input in one launch (q/k/v, gate/up): `outs[i].1 =
+    /// outs[i].0 x` for t rows (1..=8). Every output is bitwise what a separate `mmvq` gives.
+    /// Takes the launch only when there are 1..=3 matrices, all with a tiled layout
+    /// (`tiled.rs`) of one format and one n_in; returns Ok(false), launching nothing, otherwise
+    /// (the caller then launches them one by one).
+    pub fn mmvq_group(
+        &self,
+        q: &Queue,
+        x: &DeviceBuffer<f32>,                              // (t, n_in)
+        outs: &mut [(&WeightView, &mut DeviceBuffer<f32>)], // (n_out_i, n_in), (t, n_out_i)
+        t: usize,
+    ) -> Result<bool> {
+        let Some((first, _)) = outs.first() else {
+            return Ok(false);
+        };
+        let (tid, n_in) = (first.type_id, first.n_in);
+        if outs.len() > 3
+            || t == 0
+            || t > MMVQ_MAX_T
+            || outs
+                .iter()
+                .any(|(w, _)| w.tiled.is_none() || w.type_id != tid || w.n_in != n_in)
+        {
+            return Ok(false);
+        }
+        check_act("mmvq", "x", x, t, n_in)?;
+        let mut mats = Vec::with_capacity(outs.len());
+        for (w, y) in outs.iter_mut() {
+            w.check("mmvq")?;
+            check_act("mmvq", "y", y, t, w.n_out)?;
+            mats.push(Tiled::new(w, y, 0)?);
+        }
+        self.mmvq_tiled(q, &mats, x, 0, None, t)?;
+        Ok(true)
+    }
+
+    /// y = y + W x for t rows (1..=8) in one launch: bitwise the product into a buffer o
+    /// followed by the f32 add y + o (`Elementwise::add`). Only for a tiled W; returns Ok(false),
+    /// launching nothing, otherwise.
+    pub fn mmvq_residual(
+        &self,
+        q: &Queue,
+        w: &WeightView,            // (n_out, n_in)
+        x: &DeviceBuffer<f32>,     // (t, n_in)
+        y: &mut DeviceBuffer<f32>, // (t, n_out) residual in, residual + W x out
+        t: usize,
+    ) -> Result<bool> {
+        if w.tiled.is_none() || t == 0 || t > MMVQ_MAX_T {
+            return Ok(false);
+        }
+        w.check("mmvq")?;
+        check_act("mmvq", "x", x, t, w.n_in)?;
+        check_act("mmvq", "y", y, t, w.n_out)?;
+        let m = Tiled::new(w, &*y, 0)?;
+        self.mmvq_tiled(q, &[m], x, 0, Some(y), t)?;
+        Ok(true)
+    }
+
+    /// The tiled kernel (`mmvq_tiled.cpp`) over 1..=3 matrices of one format and n_in: one
+    /// 16-lane work-group per `tiles_per_group(t)` tiles of 16 rows, the matrices one after the
+    /// other.
+    /// `r`: the residual added to matrix 0's output (the same buffer as its y).
     fn mmvq_tiled(
         &self,
         q: &Queue,
-        w: &WeightView,
-        tiled: &DeviceBuffer<u8>, // tiles of w, tiled.rs layout
-        x: &DeviceBuffer<f32>,    // (>= x_row0 + t, n_in)
+        mats: &[Tiled],
+        x: &DeviceBuffer<f32>, // (>= x_row0 + t, n_in)
         x_row0: usize,
-        y: &mut DeviceBuffer<f32>, // (>= y_row0 + t, n_out)
-        y_row0: usize,
+        r: Option<&DeviceBuffer<f32>>, // mats[0]'s y
         t: usize,
     ) -> Result<()> {
-        let what = "mmvq";
+        debug_assert!((1..=3).contains(&mats.len()));
+        let m0 = &mats[0];
+        let k = self.kernel(m0.type_id, Family::MmvqTiled(t as u8), "mmvq")?;
+        // each matrix's tiles in work-groups of R tiles (its last one possibly short)
+        let per = tiled::tiles_per_group(t);
+        let groups: usize = mats
+            .iter()
+            .map(|m| m.n_out.div_ceil(tiled::TILE).div_ceil(per))
+            .sum();
+        let w = |i: usize| mats.get(i).map_or(Arg::null(), |m| Arg::buf(m.tiles));
+        let y = |i: usize| {
+            mats.get(i)
+                .map_or(Arg::null(), |m| Arg::buf_at(m.y, m.y_row0 * m.n_out))
+        };
+        let n_out = |i: usize| Arg::i32(mats.get(i).map_or(0, |m| m.n_out as i32));
+        q.launch(
+            &k,
+            NdRange::groups(groups, tiled::TILE),
+            &[
+                w(0),
+                w(1),
+                w(2),
+                Arg::buf_at(x, x_row0 * m0.n_in),
+                y(0),
+                y(1),
+                y(2),
+                r.map_or(Arg::null(), |r| Arg::buf_at(r, m0.y_row0 * m0.n_out)),
+                Arg::i32(m0.n_in as i32),
+                n_out(0),
+                n_out(1),
+                n_out(2),
+            ],
+        )?;
+        Ok(())
+    }
+}
+
+/// One matrix of a tiled launch: its tiles and where its output rows go.
+struct Tiled<'a> {
+    tiles: &'a DeviceBuffer<u8>, // tiled.rs layout of (n_out, n_in)
+    y: &'a DeviceBuffer<f32>,    // (>= y_row0 + t, n_out)
+    y_row0: usize,
+    type_id: u32,
+    n_out: usize,
+    n_in: usize,
+}
+
+impl<'a> Tiled<'a> {
+    /// Checks the tiled copy's size against the view's shape.
+    fn new(w: &WeightView<'a>, y: &'a DeviceBuffer<f32>, y_row0: usize) -> Result<Tiled<'a>> {
+        let tiles = w.tiled.ok_or_else(|| MatrixError::Shape {
+            what: "mmvq".into(),
+            message: "the matrix has no tiled copy".into(),
+        })?;
         let want = tiled::tiled_bytes(w.type_id, w.n_out, w.n_in);
-        if want != Some(tiled.len()) {
+        if want != Some(tiles.len()) {
             return Err(MatrixError::Shape {
-                what: what.into(),
+                what: "mmvq".into(),
                 message: format!(
                     "tiled copy of ({}, {}) holds {} bytes, expected {want:?}",
                     w.n_out,
                     w.n_in,
-                    tiled.len()
+                    tiles.len()
                 ),
             });
         }
-        let k = self.kernel(w.type_id, Family::MmvqTiled(t as u8), what)?;
-        q.launch(
-            &k,
-            NdRange::groups(w.n_out.div_ceil(tiled::TILE), tiled::TILE),
-            &[
-                Arg::buf(tiled),
-                Arg::buf_at(x, x_row0 * w.n_in),
-                Arg::buf_at(y, y_row0 * w.n_out),
-                Arg::i32(w.n_in as i32),
-                Arg::i32(w.n_out as i32),
-            ],
-        )?;
-        Ok(())
+        Ok(Tiled {
+            tiles,
+            y,
+            y_row0,
+            type_id: w.type_id,
+            n_out: w.n_out,
+            n_in: w.n_in,
+        })
     }
 }

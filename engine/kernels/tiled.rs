@@ -5,14 +5,39 @@
 //!
 //! Tiles of 16 rows (the last one zero-padded); tile g, block ib is one record of 16 blocks'
 //! bytes, structure of arrays, at byte (g * nb + ib) * 16 * block_bytes:
-//!   d[16] f16 | m[16] f16 (Q4_1, Q5_1) | qh[16] u32 (Q5_0, Q5_1) | qs words [nw][16] u32
-//! where qs word j of lane l = GGUF qs bytes 4j..4j+3 of row l's block (nw = 4, or 8 for Q8_0).
+//!   d[16] f16 | m[16] f16 (Q4_1, Q5_1) | qh[16] u32 (Q5_0, Q5_1) | qs
+//! 4-bit formats: qs = words [4][16] u32, word j of lane l = GGUF qs bytes 4j..4j+3 of row l's
+//! block (byte b: element 4j+b in the low nibble, 16+4j+b in the high one).
+//! Q8_0: qs = byte planes [32][16] i8, plane e = element e of the 16 rows (one sign-extending
+//! 16-byte load per element in the kernel).
+//! Q5_0/Q5_1: qh's 32 bits permuted so that bit 8k+4+j = the high bit of element 4j+k and bit
+//! 8k+j = that of element 16+4j+k (j, k < 4): one shift and mask put word j's four high bits at
+//! bit 4 of each nibble byte.
 //! A record is 16 * block_bytes: no byte is added except the padding rows.
 
 use crate::quant::{self, type_id};
 
 /// Rows per tile (the sub-group size of the kernel).
 pub const TILE: usize = 16;
+
+/// Tiles one work-group (one lane per row, R rows per lane) takes at `t` columns: must match
+/// KT_R in mmvq_tiled.cpp (1 for now: see the measurement there). Changes the launch geometry
+/// only, never a result.
+pub fn tiles_per_group(_t: usize) -> usize {
+    1
+}
+
+/// The kernel's qh word for Q5 formats (see the module comment) from GGUF's (bit e = element e).
+fn permute_qh(qh: u32) -> u32 {
+    let mut out = 0u32;
+    for j in 0..4 {
+        for k in 0..4 {
+            out |= ((qh >> (4 * j + k)) & 1) << (8 * k + 4 + j);
+            out |= ((qh >> (16 + 4 * j + k)) & 1) << (8 * k + j);
+        }
+    }
+    out
+}
 
 /// (offset of m, offset of qh, offset of qs, qs bytes) inside one GGUF block, for the formats
 /// the tiled kernel takes.
@@ -64,11 +89,18 @@ pub fn tile(type_id: u32, w: &[u8], n_out: usize, n_in: usize) -> Option<Vec<u8>
                 r[m_at + 2 * l..m_at + 2 * l + 2].copy_from_slice(&blk[mo..mo + 2]);
             }
             if let Some(ho) = qh_off {
-                r[qh_at + 4 * l..qh_at + 4 * l + 4].copy_from_slice(&blk[ho..ho + 4]);
+                let qh = u32::from_le_bytes([blk[ho], blk[ho + 1], blk[ho + 2], blk[ho + 3]]);
+                r[qh_at + 4 * l..qh_at + 4 * l + 4].copy_from_slice(&permute_qh(qh).to_le_bytes());
             }
-            for j in 0..qs_len / 4 {
-                let at = qs_at + (j * TILE + l) * 4;
-                r[at..at + 4].copy_from_slice(&blk[qs_off + 4 * j..qs_off + 4 * j + 4]);
+            if type_id == type_id::Q8_0 {
+                for e in 0..qs_len {
+                    r[qs_at + e * TILE + l] = blk[qs_off + e];
+                }
+            } else {
+                for j in 0..qs_len / 4 {
+                    let at = qs_at + (j * TILE + l) * 4;
+                    r[at..at + 4].copy_from_slice(&blk[qs_off + 4 * j..qs_off + 4 * j + 4]);
+                }
             }
         }
     }
@@ -105,7 +137,33 @@ mod tests {
         assert_eq!(Some(t.len()), tiled_bytes(type_id::Q5_0, 17, 64));
         let rec = 16 * 22;
         let at = (2 + 1) * rec + 32; // tile 1, block 1, qh of lane 0
-        assert_eq!(&t[at..at + 4], &[9, 8, 7, 6]);
+        let want = permute_qh(u32::from_le_bytes([9, 8, 7, 6])).to_le_bytes();
+        assert_eq!(&t[at..at + 4], &want);
         assert!(tile(type_id::Q4_K, &w, 17, 64).is_none());
+    }
+
+    #[test]
+    fn qh_permutation_by_hand() {
+        // element 0 -> bit 4; element 5 (j 1, k 1) -> bit 13; element 16 -> bit 0;
+        // element 31 (j 3, k 3) -> bit 27
+        assert_eq!(permute_qh(1), 1 << 4);
+        assert_eq!(permute_qh(1 << 5), 1 << 13);
+        assert_eq!(permute_qh(1 << 16), 1);
+        assert_eq!(permute_qh(1 << 31), 1 << 27);
+        assert_eq!(permute_qh(u32::MAX), u32::MAX);
+    }
+
+    #[test]
+    fn q8_0_byte_planes() {
+        // 2 rows x 32 elements: row o's qs byte e = 10 * o + e
+        let mut w = Vec::new();
+        for o in 0..2u8 {
+            w.extend([1, 2]);
+            w.extend((0..32u8).map(|e| 10 * o + e));
+        }
+        let t = tile(type_id::Q8_0, &w, 2, 32).unwrap();
+        let qs = 32; // after d[16]
+        assert_eq!(&t[qs..qs + 2], &[0, 10]); // plane 0: element 0 of rows 0, 1
+        assert_eq!(&t[qs + 16 * 31..qs + 16 * 31 + 2], &[31, 41]); // plane 31
     }
 }

@@ -22,6 +22,7 @@ use crate::kernels::glu_q8::GluQ8;
 use crate::kernels::kv::KvStore;
 use crate::kernels::norm::Norm;
 use crate::kernels::norm_q8::NormQ8;
+use crate::kernels::qmatrix::MMVQ_MAX_T;
 use crate::kernels::rope::{Rope, RopeMode, RopeTable};
 use crate::kernels::rope_kv::{QkNorm, RopeKv, RopeKvShape};
 use crate::kernels::{MatrixKernels, WeightView};
@@ -102,8 +103,9 @@ impl Kernels {
 
 impl Kernels {
     /// Several products of the same input (q/k/v, gate/up): the input is rounded once when
-    /// every weight wants the same rounding (one launch instead of one per matrix), else each
-    /// product goes through `mul`. Results are identical to separate `mul` calls.
+    /// every weight wants the same rounding (one launch instead of one per matrix), and the
+    /// matrices with a tiled layout of one format share one `mmvq_group` launch at t <= 8; the
+    /// rest go one by one. Results are bitwise those of separate `mul` calls.
     pub fn mul_same_x(
         &self,
         q: &Queue,
@@ -124,14 +126,19 @@ impl Kernels {
         };
         let m0 = mode(first.0);
         let n_in = first.0.n_in;
-        if m0 == ActRound::None || outs.iter().any(|(w, _)| mode(w) != m0 || w.n_in != n_in) {
+        if outs.iter().any(|(w, _)| mode(w) != m0 || w.n_in != n_in) {
             for (w, y) in outs.iter_mut() {
                 self.mul(q, w, x, xq, y, t)?;
             }
             return Ok(());
         }
-        self.actq.run(q, m0, x, xq, t * n_in)?;
-        self.mul_rounded(q, xq, outs, t)
+        let input = if m0 == ActRound::None {
+            x
+        } else {
+            self.actq.run(q, m0, x, xq, t * n_in)?;
+            xq
+        };
+        self.mul_rounded(q, input, outs, t)
     }
 
     /// The rounding a fused kernel can write for products of one input by `ws` (q/k/v,
@@ -159,7 +166,9 @@ impl Kernels {
             .filter(|&m| m == ActRound::Q8Block32 && t <= 8)
     }
 
-    /// y = W xq for each output, `xq` already rounded for these weights (see `fused_round`).
+    /// y = W xq for each output, `xq` already rounded for these weights (see `fused_round`), or
+    /// f32 when rounding is off. Matrices with a tiled layout of one format share one
+    /// `mmvq_group` launch at t <= 8 (up to 3); the rest go one by one. Bitwise separate calls.
     pub fn mul_rounded(
         &self,
         q: &Queue,
@@ -167,9 +176,77 @@ impl Kernels {
         outs: &mut [(&WeightView, &mut DeviceBuffer<f32>)], // (n_out, n_in), (t, n_out)
         t: usize,
     ) -> Result<(), EngineError> {
+        let input = xq;
+        // matrices of one tiled format together (order of launches is free: outputs disjoint)
+        let mut groups: Vec<Vec<(&WeightView, &mut DeviceBuffer<f32>)>> = Vec::new();
         for (w, y) in outs.iter_mut() {
-            self.mat.mul(q, w, xq, y, t)?;
+            let w: &WeightView = w;
+            let same = |g: &Vec<(&WeightView, &mut DeviceBuffer<f32>)>| {
+                g.len() < 3
+                    && w.tiled.is_some()
+                    && g[0].0.tiled.is_some()
+                    && g[0].0.type_id == w.type_id
+            };
+            match groups.iter_mut().find(|g| same(g)) {
+                Some(g) => g.push((w, &mut **y)),
+                None => groups.push(vec![(w, &mut **y)]),
+            }
         }
+        for g in groups.iter_mut() {
+            if g.len() > 1 && t <= MMVQ_MAX_T && self.mat.mmvq_group(q, input, g, t)? {
+                continue;
+            }
+            for (w, y) in g.iter_mut() {
+                self.mat.mul(q, w, input, y, t)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// y = y + W x (the residual add after a projection) for `t` rows, x rounded into `xq` as
+    /// in `mul`. One launch at t <= 8 when W has a tiled layout (`mmvq_residual`), else the
+    /// product into `tmp` and an add; bitwise the same either way.
+    #[allow(clippy::too_many_arguments)]
+    pub fn mul_residual(
+        &self,
+        q: &Queue,
+        w: &WeightView,
+        x: &DeviceBuffer<f32>,       // (t, n_in)
+        xq: &DeviceBuffer<f32>,      // (>= t * n_in) rounding scratch
+        tmp: &mut DeviceBuffer<f32>, // (>= t * n_out) product scratch of the fallback
+        y: &mut DeviceBuffer<f32>,   // (t, n_out) residual in, residual + W x out
+        t: usize,
+    ) -> Result<(), EngineError> {
+        let mode = if self.act_round {
+            ActRound::for_type(w.type_id)
+        } else {
+            ActRound::None
+        };
+        let input = if mode == ActRound::None {
+            x
+        } else {
+            self.actq.run(q, mode, x, xq, t * w.n_in)?;
+            xq
+        };
+        self.mul_rounded_residual(q, w, input, tmp, y, t)
+    }
+
+    /// `mul_residual` with the input already rounded for W (see `fused_round`), or f32 when
+    /// rounding is off.
+    pub fn mul_rounded_residual(
+        &self,
+        q: &Queue,
+        w: &WeightView,
+        xq: &DeviceBuffer<f32>,      // (t, n_in)
+        tmp: &mut DeviceBuffer<f32>, // (>= t * n_out) product scratch of the fallback
+        y: &mut DeviceBuffer<f32>,   // (t, n_out) residual in, residual + W x out
+        t: usize,
+    ) -> Result<(), EngineError> {
+        if t <= MMVQ_MAX_T && self.mat.mmvq_residual(q, w, xq, y, t)? {
+            return Ok(());
+        }
+        self.mat.mul(q, w, xq, tmp, t)?;
+        self.act.add(q, y, tmp, y, t * w.n_out)?;
         Ok(())
     }
 }

@@ -36,16 +36,16 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
             .add_rms_norm(q, &s.x, &s.o, &w.ffn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
         k.mul_same_x(q, &s.h, &s.xq, outs, t)?;
     }
+    // x += Wdown act: one launch at t <= 8 on tiled weights (bitwise the product then the add)
     let wd = w.down.view();
     if let Some(m) = k.fused_glu_round(&wd, t) {
         let n = t * c.n_ff;
         k.glu_q8
             .run(q, Glu::Silu, &s.gate, &s.up, &s.xq, n, m.block())?;
-        k.mul_rounded(q, &s.xq, &mut [(&wd, &mut s.o)], t)?;
+        k.mul_rounded_residual(q, &wd, &s.xq, &mut s.o, &mut s.x, t)?;
     } else {
         k.act.silu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
-        k.mul(q, &wd, &s.gate, &s.xq, &mut s.o, t)?;
+        k.mul_residual(q, &wd, &s.gate, &s.xq, &mut s.o, &mut s.x, t)?;
     }
-    k.act.add(q, &s.x, &s.o, &s.x, t * c.n_embd)?;
     Ok(())
 }

@@ -4,13 +4,16 @@
 //
 // Tiles of 16 rows: for tile g and block ib, one record of 16 * BLOCK_BYTES bytes (the same bytes
 // as the 16 GGUF blocks, structure of arrays):
-//   d[16] f16 | m[16] f16 (Q4_1, Q5_1) | qh[16] u32 (Q5_0, Q5_1) | qs[NW][16] u32
-// qs word j of lane l holds GGUF qs bytes 4j..4j+3 of row l's block: for 4-bit formats byte b
-// is element 4j+b (low nibble) and 16+4j+b (high nibble); for Q8_0 byte b is element 4j+b.
+//   d[16] f16 | m[16] f16 (Q4_1, Q5_1) | qh[16] u32 (Q5_0, Q5_1) | qs
+// 4-bit formats: qs = words [4][16] u32, word j of lane l = GGUF qs bytes 4j..4j+3 of row l's
+// block (byte b: element 4j+b in the low nibble, 16+4j+b in the high one). Q5: qh's bits
+// permuted (see kt_decode). Q8_0: qs = byte planes [32][16] i8, plane e = element e of the rows.
 // Every weight load is `uniform + lane` (vector loads); x is uniform (broadcast); no cross-lane
 // reduction. Per column: two fma chains per block, restarted each block, then one fma/add into
 // the column's accumulator: the same sequence whatever T is, so a T-column call is bitwise T
 // one-column calls. -ffast-math is not used (it could re-associate the chains).
+// One launch may do up to three matrices sharing x (q/k/v, gate/up) and may add a residual to
+// the output (y = r + W x): see KT_KERNEL.
 #include <sycl/sycl.hpp>
 #include <cstdint>
 namespace syclext = sycl::ext::oneapi;
@@ -22,34 +25,28 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 #define BLOCK_BYTES 18
 #define HAS_M 0
 #define HAS_QH 0
-#define NW 4
 #elif defined(CFG_FMT_Q4_1)
 #define BLOCK_BYTES 20
 #define HAS_M 1
 #define HAS_QH 0
-#define NW 4
 #elif defined(CFG_FMT_Q5_0)
 #define BLOCK_BYTES 22
 #define HAS_M 0
 #define HAS_QH 1
-#define NW 4
 #elif defined(CFG_FMT_Q5_1)
 #define BLOCK_BYTES 24
 #define HAS_M 1
 #define HAS_QH 1
-#define NW 4
 #elif defined(CFG_FMT_Q8_0)
 #define BLOCK_BYTES 34
 #define HAS_M 0
 #define HAS_QH 0
-#define NW 8
 #else
 // no format given (a tool building every source with no options): the output head's
 #define CFG_FMT_Q8_0
 #define BLOCK_BYTES 34
 #define HAS_M 0
 #define HAS_QH 0
-#define NW 8
 #endif
 
 #define REC (TILE * BLOCK_BYTES)
@@ -57,120 +54,184 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 #define OFF_QH ((2 + 2 * HAS_M) * TILE)
 #define OFF_QS ((2 + 2 * HAS_M + 4 * HAS_QH) * TILE)
 
-// bit e of qh moved to bit 4 (the 5th bit of a 5-bit value); e is a constant after unrolling
-static inline int kt_hb(uint32_t qh, int e) {
-  return (int)(e >= 4 ? (qh >> (e - 4)) & 16u : (qh << (4 - e)) & 16u);
+// Rows per lane (tiles per work-group) at TT columns: R tiles would share each x load and give
+// R independent chains. Measured at T = 1 with R = 1, 2, 4 (Q4_1, Q5_0, Q8_0 at the models'
+// shapes, hot and cold): no difference above the run-to-run noise of the loaded machine, R = 4
+// spills in the Q4_1 loop and the head's fastest launches were R = 1's. The x broadcasts are load
+// uops, not ALU work, so R stays 1; the code keeps R for a quieter re-measure. Must match
+// `tiled::tiles_per_group` (engine/kernels/tiled.rs).
+#define KT_R(TT) 1
+
+// The 8 values of qs word j of one row, in element order e(k): k < 4 -> 4j+k, k >= 4 ->
+// 16+4j+k-4 (4-bit formats) or k -> 8j+k (Q8_0: 32 byte planes, plane e holding element e of the
+// 16 rows). Formats with a min (Q4_1, Q5_1) give the full weight d*q+m (as ggml dequantizes); the
+// others the integer q minus its offset, the caller scaling the block sum by d.
+static inline void kt_decode(const uint8_t *rec, int lane, int j, float d, float m, float v[8]) {
+#if defined(CFG_FMT_Q8_0)
+  const int8_t *qb = (const int8_t *)(rec + OFF_QS);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) v[k] = (float)qb[(8 * j + k) * TILE + lane];
+#else
+  const uint32_t wq = ((const uint32_t *)(rec + OFF_QS))[j * TILE + lane];
+#if HAS_QH
+  // qh repacked (tiled.rs): bit 8k+4+j = high bit of element 4j+k, bit 8k+j = that of 16+4j+k,
+  // so one mask puts the four high bits of word j's low (high) nibbles at bit 4 of each byte
+  const uint32_t qh = ((const uint32_t *)(rec + OFF_QH))[lane];
+  const uint32_t lo4 = (wq & 0x0F0F0F0Fu) | ((qh >> j) & 0x10101010u);
+  const uint32_t hi4 = ((wq >> 4) & 0x0F0F0F0Fu) | ((qh << (4 - j)) & 0x10101010u);
+#else
+  const uint32_t lo4 = wq & 0x0F0F0F0Fu, hi4 = (wq >> 4) & 0x0F0F0F0Fu;
+#endif
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int lo = (int)((lo4 >> (8 * k)) & 255u), hi = (int)((hi4 >> (8 * k)) & 255u);
+#if HAS_M
+    v[k] = sycl::fma(d, (float)lo, m);
+    v[k + 4] = sycl::fma(d, (float)hi, m);
+#elif HAS_QH
+    v[k] = (float)(lo - 16);
+    v[k + 4] = (float)(hi - 16);
+#else
+    v[k] = (float)(lo - 8);
+    v[k + 4] = (float)(hi - 8);
+#endif
+  }
+#endif
 }
 
-// The 8 values held by qs word j, in element order e(k): k < 4 -> 4j+k, k >= 4 -> 16+4j+k-4
-// (4-bit formats) or k -> 4j+k (Q8_0, NW = 8 words cover 32 elements, 4 values each: the upper
-// four of the 8 outputs then come from word j + 1, see the caller).
-// Formats with a min (Q4_1, Q5_1) return the full weight d*q+m (as ggml dequantizes); the others
-// return the integer q (minus its offset) and the caller scales the block sum by d.
+// Element index of value k of word j (see kt_decode).
+static inline int kt_elem(int j, int k) {
+#if defined(CFG_FMT_Q8_0)
+  return 8 * j + k;
+#else
+  return k < 4 ? 4 * j + k : 16 + 4 * j + k - 4;
+#endif
+}
 
-// The whole product for a compile-time column count TT: no `t < T` test inside the loops (a
-// run-time bound made the compiler mask every column's code and spill). Each column's sequence
-// of operations does not depend on TT.
-template <int TT>
-static inline void kt_run(const uint8_t *wt, const float *x, float *y, int n_in, int n_out,
-                          int nb, int lane, size_t tile) {
-  float acc[TT];
+// The product for a compile-time column count TT over R tiles tile0 .. tile0+R-1 of one matrix
+// (tiles past `ntiles` re-read tile0 and store nothing: uniform control flow). No `t < T` test
+// inside the loops (a run-time bound made the compiler mask every column's code and spill).
+// Each (row, column)'s sequence of operations depends on neither TT nor R: per block two fma
+// chains (even / odd k), then one fma (d) or add into the accumulator, blocks in order.
+template <int TT, int R>
+static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const float *x, float *y,
+                          const float *res, int n_in, int n_out, int nb, int lane) {
+  const size_t tbytes = (size_t)nb * REC; // one tile's records
+  float acc[R][TT];
 #pragma unroll
-  for (int t = 0; t < TT; ++t) acc[t] = 0.0f;
+  for (int i = 0; i < R; ++i)
+#pragma unroll
+    for (int t = 0; t < TT; ++t) acc[i][t] = 0.0f;
 
   for (int ib = 0; ib < nb; ++ib) {
-    const uint8_t *r = wt + (size_t)ib * REC;
-    const float d = (float)sycl::bit_cast<sycl::half>(((const uint16_t *)r)[lane]);
-#if HAS_M
-    const float m = (float)sycl::bit_cast<sycl::half>(((const uint16_t *)(r + OFF_M))[lane]);
-#endif
-#if HAS_QH
-    const uint32_t qh = ((const uint32_t *)(r + OFF_QH))[lane];
-#endif
-    const uint32_t *qs = (const uint32_t *)(r + OFF_QS);
     const float *xb = x + (size_t)ib * 32;
-    float s0[TT], s1[TT];
+    float s0[R][TT], s1[R][TT], d[R], m[R];
 #pragma unroll
-    for (int t = 0; t < TT; ++t) s0[t] = s1[t] = 0.0f;
+    for (int i = 0; i < R; ++i) {
+      const uint8_t *rec = w + (tile0 + (i < ntiles ? i : 0)) * tbytes + (size_t)ib * REC;
+      d[i] = (float)sycl::bit_cast<sycl::half>(((const uint16_t *)rec)[lane]);
+#if HAS_M
+      m[i] = (float)sycl::bit_cast<sycl::half>(((const uint16_t *)(rec + OFF_M))[lane]);
+#else
+      m[i] = 0.0f;
+#endif
+#pragma unroll
+      for (int t = 0; t < TT; ++t) s0[i][t] = s1[i][t] = 0.0f;
+    }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      float v[8];
-      int e[8];
-#if defined(CFG_FMT_Q8_0)
-      const uint32_t wa = qs[(2 * j) * TILE + lane], wb = qs[(2 * j + 1) * TILE + lane];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        v[k] = (float)((int)(wa << (24 - 8 * k)) >> 24);
-        v[k + 4] = (float)((int)(wb << (24 - 8 * k)) >> 24);
-        e[k] = 8 * j + k;
-        e[k + 4] = 8 * j + 4 + k;
-      }
-#else
-      const uint32_t wq = qs[j * TILE + lane];
+      for (int i = 0; i < R; ++i) {
+        const uint8_t *rec = w + (tile0 + (i < ntiles ? i : 0)) * tbytes + (size_t)ib * REC;
+        float v[8];
+        kt_decode(rec, lane, j, d[i], m[i], v);
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        int lo = (int)((wq >> (8 * k)) & 15u), hi = (int)((wq >> (8 * k + 4)) & 15u);
-        e[k] = 4 * j + k;
-        e[k + 4] = 16 + 4 * j + k;
-#if HAS_QH
-        lo |= kt_hb(qh, e[k]);
-        hi |= kt_hb(qh, e[k + 4]);
-#endif
-#if HAS_M
-        v[k] = sycl::fma(d, (float)lo, m);
-        v[k + 4] = sycl::fma(d, (float)hi, m);
-#elif HAS_QH
-        v[k] = (float)(lo - 16);
-        v[k + 4] = (float)(hi - 16);
-#else
-        v[k] = (float)(lo - 8);
-        v[k + 4] = (float)(hi - 8);
-#endif
+        for (int t = 0; t < TT; ++t) {
+          const float *xt = xb + (size_t)t * n_in;
+          float a = s0[i][t], b = s1[i][t];
+#pragma unroll
+          for (int k = 0; k < 8; k += 2) {
+            a = sycl::fma(v[k], xt[kt_elem(j, k)], a);
+            b = sycl::fma(v[k + 1], xt[kt_elem(j, k + 1)], b);
+          }
+          s0[i][t] = a;
+          s1[i][t] = b;
+        }
       }
-#endif
+    }
+#pragma unroll
+    for (int i = 0; i < R; ++i)
 #pragma unroll
       for (int t = 0; t < TT; ++t) {
-        const float *xt = xb + (size_t)t * n_in;
-        float a = s0[t], b = s1[t];
+#if HAS_M
+        acc[i][t] += s0[i][t] + s1[i][t];
+#else
+        acc[i][t] = sycl::fma(d[i], s0[i][t] + s1[i][t], acc[i][t]);
+#endif
+      }
+  }
 #pragma unroll
-        for (int k = 0; k < 8; k += 2) {
-          a = sycl::fma(v[k], xt[e[k]], a);
-          b = sycl::fma(v[k + 1], xt[e[k + 1]], b);
+  for (int i = 0; i < R; ++i) {
+    if (i < ntiles) {
+      // uniform row base + lane (an index computed as (tile0 + i) * TILE + lane became
+      // scatters/gathers)
+      const size_t base = (tile0 + i) * TILE;
+      float *yi = y + base;
+      if (base + (size_t)lane < (size_t)n_out) {
+        // residual epilogue: res + dot, the f32 add the separate add_f32 launch would do on the
+        // stored dot (res may be y itself: each output is read and written by its own lane)
+        if (res != nullptr) {
+          const float *ri = res + base;
+#pragma unroll
+          for (int t = 0; t < TT; ++t)
+            yi[(size_t)t * n_out + lane] = ri[(size_t)t * n_out + lane] + acc[i][t];
+        } else {
+#pragma unroll
+          for (int t = 0; t < TT; ++t) yi[(size_t)t * n_out + lane] = acc[i][t];
         }
-        s0[t] = a;
-        s1[t] = b;
       }
     }
-#pragma unroll
-    for (int t = 0; t < TT; ++t) {
-#if HAS_M
-      acc[t] += s0[t] + s1[t];
-#else
-      acc[t] = sycl::fma(d, s0[t] + s1[t], acc[t]);
-#endif
-    }
-  }
-  const size_t row = tile * TILE + (size_t)lane;
-  if (row < (size_t)n_out) {
-#pragma unroll
-    for (int t = 0; t < TT; ++t) y[(size_t)t * n_out + row] = acc[t];
   }
 }
 
 // One kernel per column count (mmvq_tiled_t1 .. _t8): a switch on a run-time T inside one kernel
 // was linearised by the vectoriser into masked code with gathers (10x slower).
+// Up to three matrices with the same input x and n_in in one launch (q/k/v, gate/up): the first
+// ceil(tiles(n_out0) / R) work-groups do matrix 0, the next ceil(tiles(n_out1) / R) matrix 1, the
+// rest matrix 2 (n_out1 = n_out2 = 0 for one matrix; their pointers are then unused). The choice
+// is per work-group (uniform), and each row's arithmetic is the single-matrix one: outputs are
+// bitwise those of separate launches. r (nullable, used for matrix 0 only): y0 = r + W0 x.
 #define KT_KERNEL(TT)                                                                           \
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                   \
   SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<TILE>))                            \
-  void mmvq_tiled_t##TT(const uint8_t *w, /* tiles: (ceil(n_out/16), n_in/32) records */        \
-                        const float *x,   /* (TT, n_in) */                                      \
-                        float *y,         /* (TT, n_out) */                                     \
-                        int n_in, int n_out) {                                                  \
+  void mmvq_tiled_t##TT(const uint8_t *w0, /* tiles: (ceil(n_out0/16), n_in/32) records */      \
+                        const uint8_t *w1, /* (ceil(n_out1/16), n_in/32) records, or unused */  \
+                        const uint8_t *w2, /* (ceil(n_out2/16), n_in/32) records, or unused */  \
+                        const float *x,    /* (TT, n_in) */                                     \
+                        float *y0,         /* (TT, n_out0) */                                   \
+                        float *y1,         /* (TT, n_out1) */                                   \
+                        float *y2,         /* (TT, n_out2) */                                   \
+                        const float *r,    /* (TT, n_out0) residual, or null */                 \
+                        int n_in, int n_out0, int n_out1, int n_out2) {                         \
+    constexpr int R = KT_R(TT);                                                                 \
     auto it = syclext::this_work_item::get_nd_item<1>();                                        \
     const int lane = (int)it.get_sub_group().get_local_linear_id();                             \
-    const size_t tile = it.get_group(0); /* one 16-lane work-group per tile */                  \
+    const size_t g = it.get_group(0); /* one 16-lane work-group per R tiles */                  \
+    const size_t t0 = (size_t)(n_out0 + TILE - 1) / TILE;                                       \
+    const size_t t1 = (size_t)(n_out1 + TILE - 1) / TILE;                                       \
+    const size_t t2 = (size_t)(n_out2 + TILE - 1) / TILE;                                       \
+    const size_t g0 = (t0 + R - 1) / R, g1 = (t1 + R - 1) / R;                                  \
     const int nb = n_in / 32;                                                                   \
-    kt_run<TT>(w + tile * (size_t)nb * REC, x, y, n_in, n_out, nb, lane, tile);                 \
+    /* plain ternaries (uniform selects; sycl::min-style builtins turned indices varying) */    \
+    const int m = g < g0 ? 0 : (g < g0 + g1 ? 1 : 2);                                           \
+    const size_t gl = m == 0 ? g : (m == 1 ? g - g0 : g - g0 - g1);                             \
+    const size_t tiles = m == 0 ? t0 : (m == 1 ? t1 : t2);                                      \
+    const uint8_t *w = m == 0 ? w0 : (m == 1 ? w1 : w2);                                        \
+    float *y = m == 0 ? y0 : (m == 1 ? y1 : y2);                                                \
+    const int n_out = m == 0 ? n_out0 : (m == 1 ? n_out1 : n_out2);                             \
+    const size_t tile0 = gl * R;                                                                \
+    kt_run<TT, R>(w, tile0, (int)(tiles - tile0), x, y, m == 0 ? r : nullptr, n_in, n_out, nb,  \
+                  lane);                                                                        \
   }
 KT_KERNEL(1)
 KT_KERNEL(2)
