@@ -57,24 +57,16 @@ pub const CHUNK: usize = 128;
 pub struct Attention {
     part: Kernel,
     combine: Kernel,
-    /// part + combine in one launch (arrival counter), for calls of few (row, head) pairs
-    fused: Kernel,
     head_dim: usize,
     /// work-groups wanted per call (a few per compute unit), shared out among the kv heads
     target_groups: usize,
-    /// partial-record scratch and arrival counter, one per queue that ran this
+    /// partial-record scratch, one per queue that ran this
     scratch: Mutex<Vec<PerQueue>>,
 }
 
 struct PerQueue {
-    part: DeviceBuffer<f32>,    // (T, n_head, n_chunks, head_dim + 16)
-    counter: DeviceBuffer<u32>, // (1) zero between launches
+    part: DeviceBuffer<f32>, // (T, n_head, n_chunks, head_dim + 16)
 }
-
-/// Calls with at most this many (row, head) pairs run `attn_fused`: its last work-group folds
-/// every pair alone, which beats a second launch only while the pairs are few (the decode step:
-/// 9 for SmolLM2, 4 for Gemma 3; verify windows of up to 4 rows on Gemma 3).
-pub const FUSED_MAX_PAIRS: usize = 16;
 
 /// One call's arguments: (q rows, K cache, V cache, positions, out, t, n_head, n_kv_head, n_ctx,
 /// window, scale).
@@ -110,7 +102,6 @@ impl Attention {
         Ok(Attention {
             part: m.kernel("attn_part")?,
             combine: m.kernel("attn_combine")?,
-            fused: m.kernel("attn_fused")?,
             head_dim,
             target_groups: 4 * cus,
             scratch: Mutex::new(Vec::new()),
@@ -143,11 +134,8 @@ impl Attention {
         {
             Some(i) => i,
             None => {
-                let counter = q.alloc::<u32>(1)?;
-                q.fill(&counter, 0)?;
                 scratch.push(PerQueue {
                     part: q.alloc::<f32>(need)?,
-                    counter,
                 });
                 scratch.len() - 1
             }
@@ -182,8 +170,8 @@ impl Attention {
         self.launch(q, a, 0).map(|_| ())
     }
 
-    /// Whether `run_rounded` can round this call's output through blocks of `block` (32 or 256)
-    /// in its one launch: few (row, head) pairs and heads a whole number of blocks.
+    /// Whether `run_rounded` can round this call's output through blocks of `block` (32 or 256):
+    /// heads a whole number of blocks.
     pub fn can_round(&self, t: usize, n_head: usize, block: usize) -> bool {
         let e = self.head_dim / 16;
         let fits = match block {
@@ -191,12 +179,12 @@ impl Attention {
             256 => e % 16 == 0,
             _ => false,
         };
-        fits && t * n_head <= FUSED_MAX_PAIRS
+        fits && t * n_head > 0
     }
 
     /// `run`, with the output rounded through 8-bit blocks of `block` exactly as `ActQ` would
-    /// round it afterwards (the same bits), in the one `attn_fused` launch. Refuses (an
-    /// argument error) when `can_round` is false.
+    /// round it afterwards (the same bits), in the combine launch. Refuses (an argument error)
+    /// when `can_round` is false.
     #[allow(clippy::too_many_arguments)]
     pub fn run_rounded(
         &self,
@@ -216,8 +204,8 @@ impl Attention {
     ) -> Result<()> {
         ensure(OP, self.can_round(t, n_head, block), || {
             format!(
-                "rounding blocks of {block} in the attention launch need head_dim {} a multiple \
-                 of them and t * n_head = {} <= {FUSED_MAX_PAIRS}",
+                "rounding blocks of {block} in the attention output need head_dim {} a \
+                 multiple of them (t * n_head = {})",
                 self.head_dim,
                 t * n_head
             )
@@ -243,31 +231,7 @@ impl Attention {
         int(OP, "partial records", need)?;
 
         let (scratch, i) = self.scratch_for(q, need)?;
-        let PerQueue { part, counter } = &scratch[i];
-        if t * n_head <= FUSED_MAX_PAIRS {
-            let round_block = int(OP, "round block", round_block)?;
-            return q.launch(
-                &self.fused,
-                NdRange::groups(groups, 16),
-                &[
-                    Arg::buf(qrows),
-                    Arg::buf(kc),
-                    Arg::buf(vc),
-                    Arg::buf(pos),
-                    Arg::buf(part),
-                    Arg::buf(counter),
-                    Arg::buf(out),
-                    Arg::i32(int(OP, "t", t)?),
-                    Arg::i32(int(OP, "n_head", n_head)?),
-                    Arg::i32(int(OP, "n_kv_head", n_kv_head)?),
-                    Arg::i32(int(OP, "n_ctx", n_ctx)?),
-                    Arg::i32(int(OP, "window", window)?),
-                    Arg::f32(scale),
-                    Arg::i32(int(OP, "slices", slices)?),
-                    Arg::i32(round_block),
-                ],
-            );
-        }
+        let part = &scratch[i].part;
         q.launch(
             &self.part,
             NdRange::groups(groups, 16),
@@ -296,6 +260,7 @@ impl Attention {
                 Arg::i32(int(OP, "n_head", n_head)?),
                 Arg::i32(int(OP, "n_ctx", n_ctx)?),
                 Arg::i32(int(OP, "window", window)?),
+                Arg::i32(int(OP, "round block", round_block)?),
             ],
         )
     }

@@ -1,5 +1,4 @@
-// Causal grouped-query attention over the f16 KV cache, for T query rows (split-K: two kernels,
-// or one with an arrival counter, attn_fused).
+// Causal grouped-query attention over the f16 KV cache, for T query rows (split-K, two kernels).
 //   q:   (T, n_head * CFG_HD) f32, already roped (and QK-normed for Gemma)
 //   kc, vc: (n_kv_head, n_ctx, CFG_HD) f16; the rows' own keys must already be stored
 //   pos: (T) i32, the position of each query row
@@ -212,53 +211,13 @@ static inline void combine_one(sycl::sub_group sg, size_t g, const float *part,
   for (int e = 0; e < CFG_E; e++) orow[e * 16 + lane] = y[e];
 }
 
-// grid: T * n_head work-groups of 16, one per (t, h)
+// grid: T * n_head work-groups of 16, one per (t, h). round_block 0 / 32 / 256: see combine_one
+// (the output projection's 8-bit rounding done here saves its launch).
 STRATA_KERNEL void attn_combine(const float *part,   // (T, n_head, n_chunks, CFG_R)
                                 const int32_t *pos,  // (T)
                                 float *out,          // (T, n_head * CFG_HD)
-                                int n_head, int n_ctx, int window) {
+                                int n_head, int n_ctx, int window, int round_block) {
   auto it = syclext::this_work_item::get_nd_item<1>();
-  combine_one(it.get_sub_group(), it.get_group(0), part, pos, out, n_head, n_ctx, window, 0);
-}
-
-// attn_part and attn_combine in one launch (the decode step: one launch fewer per layer). Each
-// group stores its records, then the last group to arrive (acq_rel device-scope fetch_add on
-// `counter` returning groups - 1) folds every (t, h) in index order, exactly as attn_combine
-// does, and resets the counter to 0 for the next launch. Same arithmetic, same orders: bitwise
-// the two-launch result. Meant for few (t, h) pairs: one group does all the folding.
-// round_block (0, 32, 256): out rounded through 8-bit blocks as actq would (see combine_one).
-// grid as attn_part; counter: (1) u32, zero before the first launch
-STRATA_KERNEL void attn_fused(const float *q,          // (T, n_head * CFG_HD)
-                              const sycl::half *kc,    // (n_kv_head, n_ctx, CFG_HD)
-                              const sycl::half *vc,    // (n_kv_head, n_ctx, CFG_HD)
-                              const int32_t *pos,      // (T)
-                              float *part,             // (T, n_head, n_chunks, CFG_R)
-                              unsigned *counter,       // (1)
-                              float *out,              // (T, n_head * CFG_HD)
-                              int T, int n_head, int n_kv_head, int n_ctx, int window,
-                              float scale, int n_slices, int round_block) {
-  static syclexp::work_group_static<float[16]> pk_mem;
-  static syclexp::work_group_static<unsigned> last_mem;
-  auto it = syclext::this_work_item::get_nd_item<1>();
-  auto wg = it.get_group();
-  part_body(it, pk_mem, q, kc, vc, pos, part, T, n_head, n_kv_head, n_ctx, window, scale,
-            n_slices);
-  // every lane's records are published (device scope) before lane 0 counts the group in
-  sycl::group_barrier(wg, sycl::memory_scope::device);
-  unsigned &last = last_mem;
-  if (it.get_local_linear_id() == 0) {
-    sycl::atomic_ref<unsigned, sycl::memory_order::acq_rel, sycl::memory_scope::device,
-                     sycl::access::address_space::global_space>
-        arrivals(*counter);
-    last = arrivals.fetch_add(1u) == (unsigned)it.get_group_range(0) - 1 ? 1u : 0u;
-  }
-  // the other lanes of the last group see every group's records too
-  sycl::group_barrier(wg, sycl::memory_scope::device);
-  if (!last) return;
-  for (size_t g = 0; g < (size_t)T * n_head; g++)
-    combine_one(it.get_sub_group(), g, part, pos, out, n_head, n_ctx, window, round_block);
-  if (it.get_local_linear_id() == 0)
-    sycl::atomic_ref<unsigned, sycl::memory_order::relaxed, sycl::memory_scope::device,
-                     sycl::access::address_space::global_space>(*counter)
-        .store(0u);
+  combine_one(it.get_sub_group(), it.get_group(0), part, pos, out, n_head, n_ctx, window,
+              round_block);
 }
