@@ -148,6 +148,7 @@ fn profile_decode(
     );
     // The same steps untraced, replayed from the step graph and submitted one by one, so the
     // launch overhead the graph removes is visible next to the breakdown.
+    let was = eng.step_graphs_on();
     let mut untraced = |graphs: bool| -> Result<f64> {
         eng.set_step_graphs(graphs);
         eng.forward(&toks[..1], PROMPT, &[0])?; // records the graph when on
@@ -162,6 +163,7 @@ fn profile_decode(
         Ok(best)
     };
     let (direct, replayed) = (untraced(false)?, untraced(true)?);
+    eng.set_step_graphs(was);
     println!(
         "untraced, best of 3 x {n} steps: {:.0} us per step submitted one by one, {:.0} us replayed \
          from the step graph ({:.2}x)",

@@ -27,8 +27,11 @@ pub struct EngineArgs {
     /// With --split-cpu: layers per card, comma-separated (default: an even split).
     #[arg(long = "layer-split", value_delimiter = ',')]
     pub layer_split: Option<Vec<usize>>,
-    /// Submit every kernel of a decode step one by one instead of replaying the step's
-    /// recorded SYCL graph (same results, bitwise; for A/B timing).
+    /// Replay each decode step from a recorded SYCL graph (default on GPUs; on the CPU device
+    /// the OpenCL runtime makes replays slower than plain submission). Same results, bitwise.
+    #[arg(long, conflicts_with = "no_graphs")]
+    pub graphs: bool,
+    /// Submit every kernel of a decode step one by one, never from a recorded graph.
     #[arg(long = "no-graphs")]
     pub no_graphs: bool,
 }
@@ -73,7 +76,9 @@ impl EngineArgs {
         }
         .with_context(|| format!("loading {}", path.display()))?;
         let mut eng = eng;
-        eng.set_step_graphs(!self.no_graphs);
+        if self.graphs || self.no_graphs {
+            eng.set_step_graphs(self.graphs);
+        }
         Ok((path, eng))
     }
 }

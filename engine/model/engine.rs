@@ -604,6 +604,13 @@ impl Engine {
             return Err(EngineError::Unsupported("a prefill chunk of 0 rows".into()));
         }
         let ranges = layer_ranges(cfg.n_layer, cards.len(), layers)?;
+        // Replaying recorded steps pays on GPUs (one submission of a command list); the OpenCL
+        // CPU runtime re-enqueues every command of a graph and measured slower that way
+        // (docs/performance.md), so there it is opt-in.
+        let graphs_default = cards[0]
+            .device
+            .info()
+            .is_ok_and(|i| i.device_type != crate::sycl::DeviceType::Cpu);
         // One context: the modules are built once and serve every card's queue.
         let ctx = cards[0].context.clone();
         if cards.iter().any(|c| c.context.id() != ctx.id()) {
@@ -677,7 +684,7 @@ impl Engine {
             file_bytes: g.file_len(),
             n_params,
             graphs: StepGraphs {
-                on: true,
+                on: graphs_default,
                 map: HashMap::new(),
             },
         })
@@ -833,11 +840,16 @@ impl Engine {
         Ok(out)
     }
 
-    /// Turns the recording and replay of steps of up to `LOGIT_ROWS` rows on or off (on by
-    /// default; `strata bench --no-graphs` compares). Off drops the recorded graphs.
+    /// Turns the recording and replay of steps of up to `LOGIT_ROWS` rows on or off (default:
+    /// on for GPUs, off for the CPU device; `--graphs` / `--no-graphs`). Off drops the graphs.
     pub fn set_step_graphs(&mut self, on: bool) {
         self.graphs.on = on;
         self.graphs.map.clear();
+    }
+
+    /// Whether steps are replayed from recorded graphs.
+    pub fn step_graphs_on(&self) -> bool {
+        self.graphs.on
     }
 
     /// Steps recorded so far (one per stage, row count and head rows seen).
