@@ -48,8 +48,12 @@ impl MatrixKernels {
         if super::mmvq_kreg::try_kreg(q, w, x, x_row0, y, y_row0, t)? {
             return Ok(()); // STRATA_MMVQ_KREG=1 and KREG took the matrix (docs/flags.md)
         }
-        // Repacked one lane per row at load (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 only: never a KREG format).
+        // Repacked one lane per row at load: tiled.rs (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0) or ktiled.rs
+        // (Q4_K/Q5_K/Q6_K; with STRATA_MMVQ_KREG=1 KREG took those above and never gets here).
         if let Some(tiled) = w.tiled {
+            if super::ktiled::supported(w.type_id) {
+                return self.mmvq_ktiled(q, w, tiled, x, x_row0, y, y_row0, t);
+            }
             return self.mmvq_tiled(q, w, tiled, x, x_row0, y, y_row0, t);
         }
         let k = self.kernel(w.type_id, Family::Mmvq, what)?;
