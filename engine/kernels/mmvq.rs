@@ -48,8 +48,12 @@ impl MatrixKernels {
         if super::mmvq_kreg::try_kreg(q, w, x, x_row0, y, y_row0, t)? {
             return Ok(()); // STRATA_MMVQ_KREG=1 and KREG took the matrix (docs/flags.md)
         }
-        // Repacked one lane per row at load (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 only: never a KREG format).
-        if w.tiled.is_some() {
+        // Repacked one lane per row at load: tiled.rs (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0) or ktiled.rs
+        // (Q4_K/Q5_K/Q6_K; with STRATA_MMVQ_KREG=1 KREG took those above and never gets here).
+        if let Some(tiled) = w.tiled {
+            if super::ktiled::supported(w.type_id) {
+                return self.mmvq_ktiled(q, w, tiled, x, x_row0, y, y_row0, t);
+            }
             let m = Tiled::new(w, &*y, y_row0)?;
             return self.mmvq_tiled(q, &[m], x, x_row0, None, t);
         }
@@ -92,6 +96,7 @@ impl MatrixKernels {
             || outs
                 .iter()
                 .any(|(w, _)| w.tiled.is_none() || w.type_id != tid || w.n_in != n_in)
+            || !tiled::supported(tid)
         {
             return Ok(false);
         }
@@ -117,7 +122,8 @@ impl MatrixKernels {
         y: &mut DeviceBuffer<f32>, // (t, n_out) residual in, residual + W x out
         t: usize,
     ) -> Result<bool> {
-        if w.tiled.is_none() || t == 0 || t > MMVQ_MAX_T {
+        // (the K-quants' copies are ktiled.rs's layout, which has no residual form)
+        if w.tiled.is_none() || !tiled::supported(w.type_id) || t == 0 || t > MMVQ_MAX_T {
             return Ok(false);
         }
         w.check("mmvq")?;

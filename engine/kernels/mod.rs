@@ -1,13 +1,16 @@
 //! Compute kernel families: Rust launchers and f64 references beside the SYCL sources in
 //! `sycl/kernels/` (one file per family). See docs/kernels.md.
 
+pub mod ktiled;
 pub mod matmul;
 pub mod mmvq;
 pub mod mmvq_kreg;
 pub mod qmatrix;
 pub mod tiled;
 
-pub use qmatrix::{matrix_ref, Family, MatrixError, MatrixKernels, QuantMatrix, WeightView};
+pub use qmatrix::{
+    matrix_ref, repack, Family, MatrixError, MatrixKernels, QuantMatrix, WeightView,
+};
 
 // Float kernels (embedding, norms, RoPE, KV cache, attention, softmax, element-wise), and the
 // fused ones around the matrix products (norm_q8, glu_q8: + activation rounding; rope_kv).

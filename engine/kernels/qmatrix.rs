@@ -3,7 +3,7 @@
 //! the errors of both families. Launchers: `mmvq.rs` (T <= 8), `matmul.rs` (any T).
 
 use crate::quant::{self, type_id, QuantError};
-use crate::sycl::kernels::{MATMUL, MMVQ, MMVQ_TILED};
+use crate::sycl::kernels::{MATMUL, MMVQ, MMVQ_KTILED, MMVQ_TILED};
 use crate::sycl::{Context, DeviceBuffer, Kernel, Queue, SyclError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -70,8 +70,8 @@ pub struct WeightView<'a> {
     pub type_id: u32,
     pub n_out: usize,
     pub n_in: usize,
-    /// The same matrix repacked one-lane-per-row (`tiled.rs`), which `mmvq` then reads instead
-    /// of `buf` (None: mmvq reads the GGUF bytes).
+    /// The same matrix repacked one-lane-per-row (`tiled.rs`, or `ktiled.rs` for the K-quants),
+    /// which `mmvq` then reads instead of `buf` (None: mmvq reads the GGUF bytes).
     pub tiled: Option<&'a DeviceBuffer<u8>>,
 }
 
@@ -106,7 +106,7 @@ impl QuantMatrix {
                 ),
             });
         }
-        let tiled = match super::tiled::tile(type_id, bytes, n_out, n_in) {
+        let tiled = match repack(type_id, bytes, n_out, n_in) {
             Some(t) => Some(q.upload(&t)?),
             None => None,
         };
@@ -134,6 +134,13 @@ impl QuantMatrix {
     pub fn device_bytes(&self) -> usize {
         self.buf.len() + self.tiled.as_ref().map_or(0, |t| t.len())
     }
+}
+
+/// The decode kernels' repacked copy of (n_out, n_in) GGUF bytes `w` of `type_id`: `tiled.rs`
+/// for the 32-element-block formats, `ktiled.rs` for the K-quants, None for the others.
+pub fn repack(type_id: u32, w: &[u8], n_out: usize, n_in: usize) -> Option<Vec<u8>> {
+    super::tiled::tile(type_id, w, n_out, n_in)
+        .or_else(|| super::ktiled::tile(type_id, w, n_out, n_in))
 }
 
 impl WeightView<'_> {
@@ -209,6 +216,8 @@ pub enum Family {
     Matmul,
     /// mmvq on tiled weights (`mmvq_tiled.cpp`), one kernel per column count 1..=8
     MmvqTiled(u8),
+    /// mmvq on K-tiled weights (`mmvq_ktiled.cpp`, Q4_K/Q5_K/Q6_K), per column count 1..=8
+    MmvqKTiled(u8),
 }
 
 /// The matrix kernels of one context, built per (format, family) on first use (or by `prepare`)
@@ -234,6 +243,9 @@ impl MatrixKernels {
             if super::tiled::supported(t) {
                 self.kernel(t, Family::MmvqTiled(1), "prepare")?;
             }
+            if super::ktiled::supported(t) {
+                self.kernel(t, Family::MmvqKTiled(1), "prepare")?;
+            }
         }
         Ok(())
     }
@@ -255,9 +267,10 @@ impl MatrixKernels {
             Family::Mmvq => (&MMVQ, "mmvq"),
             Family::Matmul => (&MATMUL, "matmul"),
             Family::MmvqTiled(_) => (&MMVQ_TILED, "mmvq_tiled"),
+            Family::MmvqKTiled(_) => (&MMVQ_KTILED, "mmvq_ktiled"),
         };
         let kname = match family {
-            Family::MmvqTiled(t) => format!("{kname}_t{t}"),
+            Family::MmvqTiled(t) | Family::MmvqKTiled(t) => format!("{kname}_t{t}"),
             _ => kname.to_string(),
         };
         let k = Arc::new(self.ctx.module(src, &[&opt])?.kernel(&kname)?);

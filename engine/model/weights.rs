@@ -55,7 +55,7 @@ pub struct Weights {
     /// A copy of the embedding on the last card when the head is tied to it and the model is
     /// split (the head runs where the last layer's output is). (n_vocab, n_embd)
     pub head_embd: Option<DeviceBuffer<u8>>,
-    /// The tied head repacked one lane per row (engine/kernels/tiled.rs) on the last card, for
+    /// The tied head repacked one lane per row (`kernels::repack`) on the last card, for
     /// the decode kernel; None when the format has no tiled kernel or the head is untied.
     pub head_tiled: Option<DeviceBuffer<u8>>,
     pub embd_type: EmbedType,
@@ -239,7 +239,7 @@ impl Weights {
         };
         let head_tiled = match output {
             Some(_) => None,
-            None => match crate::kernels::tiled::tile(embd_type_id, data, cfg.n_vocab, e) {
+            None => match crate::kernels::repack(embd_type_id, data, cfg.n_vocab, e) {
                 Some(t) => Some(place.queues[last].upload(&t)?),
                 None => None,
             },

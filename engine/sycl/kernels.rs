@@ -85,6 +85,8 @@ pub const MATMUL: KernelSource = source_qformats!("matmul");
 pub const MMVQ_KREG: KernelSource = source!("mmvq_kreg");
 /// mmvq on weights repacked one lane per row (engine/kernels/tiled.rs).
 pub const MMVQ_TILED: KernelSource = source!("mmvq_tiled");
+/// mmvq on K-quant weights repacked one lane per row (engine/kernels/ktiled.rs).
+pub const MMVQ_KTILED: KernelSource = source!("mmvq_ktiled");
 
 /// Device read-bandwidth probe (benches/bandwidth.rs).
 pub const BANDWIDTH: KernelSource = source!("bandwidth");
@@ -105,6 +107,7 @@ pub const ALL: &[&KernelSource] = &[
     &BANDWIDTH,
     &MMVQ_KREG,
     &MMVQ_TILED,
+    &MMVQ_KTILED,
     &ATTN_PREFILL,
     &NORM_Q8,
     &GLU_Q8,
