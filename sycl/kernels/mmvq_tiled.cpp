@@ -64,8 +64,9 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 
 // The 8 values of qs word j of one row, in element order e(k): k < 4 -> 4j+k, k >= 4 ->
 // 16+4j+k-4 (4-bit formats) or k -> 8j+k (Q8_0: 32 byte planes, plane e holding element e of the
-// 16 rows). Formats with a min (Q4_1, Q5_1) give the full weight d*q+m (as ggml dequantizes); the
-// others the integer q minus its offset, the caller scaling the block sum by d.
+// 16 rows). Formats with a min (Q4_1, Q5_1) give the raw q (the block applies d * sum q x +
+// m * sum x: one fma per weight fewer than d*q+m per weight); the others the integer q minus its
+// offset, the caller scaling the block sum by d.
 static inline void kt_decode(const uint8_t *rec, int lane, int j, float d, float m, float v[8]) {
 #if defined(CFG_FMT_Q8_0)
   const int8_t *qb = (const int8_t *)(rec + OFF_QS);
@@ -86,8 +87,9 @@ static inline void kt_decode(const uint8_t *rec, int lane, int j, float d, float
   for (int k = 0; k < 4; ++k) {
     const int lo = (int)((lo4 >> (8 * k)) & 255u), hi = (int)((hi4 >> (8 * k)) & 255u);
 #if HAS_M
-    v[k] = sycl::fma(d, (float)lo, m);
-    v[k + 4] = sycl::fma(d, (float)hi, m);
+    // the raw nibble: the caller applies d and m once per block (d * sum q x + m * sum x)
+    v[k] = (float)lo;
+    v[k + 4] = (float)hi;
 #elif HAS_QH
     v[k] = (float)(lo - 16);
     v[k + 4] = (float)(hi - 16);
@@ -116,6 +118,7 @@ static inline int kt_elem(int j, int k) {
 template <int TT, int R>
 static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const float *x, float *y,
                           const float *res, int n_in, int n_out, int nb, int lane) {
+  [[maybe_unused]] auto sg = syclext::this_work_item::get_nd_item<1>().get_sub_group();
   const size_t tbytes = (size_t)nb * REC; // one tile's records
   float acc[R][TT];
 #pragma unroll
@@ -126,6 +129,16 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
   for (int ib = 0; ib < nb; ++ib) {
     const float *xb = x + (size_t)ib * 32;
     float s0[R][TT], s1[R][TT], d[R], m[R];
+#if HAS_M
+    // sum of the block's 32 x per column: two vector loads and one sub-group sum, the same
+    // whatever T is (so T columns stay bitwise T one-column calls)
+    float sx[TT];
+#pragma unroll
+    for (int t = 0; t < TT; ++t) {
+      const float *xt = xb + (size_t)t * n_in;
+      sx[t] = sycl::reduce_over_group(sg, xt[lane] + xt[16 + lane], sycl::plus<float>());
+    }
+#endif
 #pragma unroll
     for (int i = 0; i < R; ++i) {
       const uint8_t *rec = w + (tile0 + (i < ntiles ? i : 0)) * tbytes + (size_t)ib * REC;
@@ -164,7 +177,7 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
 #pragma unroll
       for (int t = 0; t < TT; ++t) {
 #if HAS_M
-        acc[i][t] += s0[i][t] + s1[i][t];
+        acc[i][t] += sycl::fma(d[i], s0[i][t] + s1[i][t], m[i] * sx[t]);
 #else
         acc[i][t] = sycl::fma(d[i], s0[i][t] + s1[i][t], acc[i][t]);
 #endif
