@@ -16,6 +16,7 @@ import re
 import statistics
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -25,7 +26,14 @@ SPEC_PROMPT = ("Copy the list exactly.\nList: apple, banana, cherry, date, elder
                "honeydew, kiwi, lemon, mango, nectarine, orange, papaya.\nCopy: apple, banana,")
 
 
+SETTLE = [0.0]  # seconds to wait before each measured command (--settle)
+
+
 def run(cmd):
+    # Right after one engine exits the machine is slower for a few seconds (measured: Strata's
+    # SmolLM2 tg128 ~102 t/s straight after a llama.cpp run, 139-151 after 10 s): let it settle
+    # so neither engine inherits the other's aftermath.
+    time.sleep(SETTLE[0])
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"error: {' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
@@ -83,7 +91,10 @@ def main():
                     help="llama.cpp threads (1 avoids OpenMP barrier stalls on a loaded 2-core box)")
     ap.add_argument("--omp-passive", action="store_true",
                     help="OMP_WAIT_POLICY=passive for llama.cpp (no spinning at barriers)")
+    ap.add_argument("--settle", type=float, default=10.0,
+                    help="seconds of quiet before each measured command (default 10)")
     a = ap.parse_args()
+    SETTLE[0] = a.settle
     if a.omp_passive:
         os.environ["OMP_WAIT_POLICY"] = "passive"
 
@@ -129,7 +140,8 @@ def main():
 
     med = lambda v: statistics.median(v) if v else None  # noqa: E731
     load = os.getloadavg()
-    print(f"\nStrata vs llama.cpp, {a.rounds} interleaved rounds x {a.reps} repetitions, llama.cpp "
+    print(f"\nStrata vs llama.cpp, {a.rounds} interleaved rounds x {a.reps} repetitions, "
+          f"{a.settle:g} s settle before each command, llama.cpp "
           f"{a.llama_threads} thread(s){' OMP_WAIT_POLICY=passive' if a.omp_passive else ''}; "
           f"load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min)\n")
     if not have_llama:
