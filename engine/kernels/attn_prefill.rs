@@ -104,32 +104,10 @@ impl AttnDispatch {
         })
     }
 
-    /// Whether `run_rounded` takes this call (the decode kernel's one-launch path).
+    /// Whether `decode.run_rounded` takes this call (rows the decode kernel handles, heads a whole
+    /// number of rounding blocks).
     pub fn can_round(&self, t: usize, n_head: usize, block: usize) -> bool {
         t <= DECODE_MAX_T && self.decode.can_round(t, n_head, block)
-    }
-
-    /// `Attention::run_rounded` (only where `can_round`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn run_rounded(
-        &self,
-        q: &Queue,
-        qrows: &DeviceBuffer<f32>, // (t, n_head * head_dim)
-        kc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
-        vc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
-        pos: &DeviceBuffer<i32>,   // (t)
-        out: &DeviceBuffer<f32>,   // (t, n_head * head_dim) rounded
-        t: usize,
-        n_head: usize,
-        n_kv_head: usize,
-        n_ctx: usize,
-        window: usize,
-        scale: f32,
-        block: usize,
-    ) -> Result<()> {
-        self.decode.run_rounded(
-            q, qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx, window, scale, block,
-        )
     }
 
     /// `Attention::run`'s contract; picks the kernel by `t`.

@@ -396,7 +396,7 @@ impl LayerCtx<'_> {
             .map(ActRound::block)
             .filter(|&b| k.attn.can_round(t, c.n_head, b))
         {
-            k.attn.run_rounded(
+            k.attn.decode.run_rounded(
                 q,
                 &s.q,
                 kc,
@@ -428,6 +428,29 @@ impl LayerCtx<'_> {
             c.attn_scale,
         )?;
         Ok(false)
+    }
+
+    /// h = rms_norm(x) * norm, then the products of h into `outs` (q/k/v): with `fused_round`
+    /// for them the norm writes their rounded input straight into `xq` (h is read by nothing
+    /// else), else it writes `h` and `mul_same_x` rounds it. The same bits either way.
+    pub fn norm_products(
+        &self,
+        x: &DeviceBuffer<f32>,                              // (t, n_embd)
+        norm: &DeviceBuffer<f32>,                           // (n_embd)
+        h: &DeviceBuffer<f32>,                              // (t, n_embd)
+        xq: &DeviceBuffer<f32>,                             // (t, n_embd) rounded input
+        outs: &mut [(&WeightView, &mut DeviceBuffer<f32>)], // (n_out, n_embd), (t, n_out)
+    ) -> Result<(), EngineError> {
+        let (k, q, c, t) = (self.k, self.q, self.cfg, self.t);
+        let ws: Vec<&WeightView> = outs.iter().map(|(w, _)| *w).collect();
+        if let Some(m) = k.fused_round(&ws) {
+            k.norm_q8
+                .rms_norm(q, x, norm, xq, t, c.n_embd, c.rms_eps, m.block())?;
+            k.mul_rounded(q, xq, outs, t)
+        } else {
+            k.norm.rms_norm(q, x, norm, h, t, c.n_embd, c.rms_eps)?;
+            k.mul_same_x(q, h, xq, outs, t)
+        }
     }
 
     /// The attention core and the output projection into s.o: with `fused_round` for Wo, the

@@ -21,17 +21,7 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     let (k, q, c, w, t, il) = (l.k, l.q, l.cfg, l.w, l.t, l.il);
     let (wq, wk, wv) = (w.wq.view(), w.wk.view(), w.wv.view());
     let outs = &mut [(&wq, &mut s.q), (&wk, &mut s.k), (&wv, &mut s.v)];
-    if let Some(m) = k.fused_round(&[&wq, &wk, &wv]) {
-        // h is only the q/k/v input: the norm writes it rounded
-        let b = m.block();
-        k.norm_q8
-            .rms_norm(q, &s.x, &w.attn_norm, &s.xq, t, c.n_embd, c.rms_eps, b)?;
-        k.mul_rounded(q, &s.xq, outs, t)?;
-    } else {
-        k.norm
-            .rms_norm(q, &s.x, &w.attn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
-        k.mul_same_x(q, &s.h, &s.xq, outs, t)?;
-    }
+    l.norm_products(&s.x, &w.attn_norm, &s.h, &s.xq, outs)?;
     let qk_norm = (
         need(&w.q_norm, il, "attn_q_norm")?,
         need(&w.k_norm, il, "attn_k_norm")?,

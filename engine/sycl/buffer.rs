@@ -212,12 +212,7 @@ impl Queue {
     /// Copies `data` into `dst` (same length) and waits.
     pub fn upload_to<T: Copy>(&self, dst: &DeviceBuffer<T>, data: &[T]) -> Result<()> {
         check_len("upload", data.len(), dst.len)?;
-        self.memcpy_wait(
-            "upload",
-            dst.ptr,
-            data.as_ptr() as *const c_void,
-            dst.bytes(),
-        )
+        self.upload_prefix(dst, data)
     }
 
     /// Copies `src` (same length) into `out`, after every earlier command on this queue.
@@ -263,19 +258,7 @@ impl Queue {
 
     /// `download` into a new Vec.
     pub fn to_vec<T: DevicePod>(&self, src: &DeviceBuffer<T>) -> Result<Vec<T>> {
-        let mut v = Vec::with_capacity(src.len);
-        // SAFETY: DevicePod: any bytes are a valid T; every element is written by the copy
-        // before set_len is observable (download fails -> v is dropped with len 0).
-        unsafe {
-            self.memcpy_wait(
-                "download",
-                v.as_mut_ptr() as *mut c_void,
-                src.ptr,
-                src.bytes(),
-            )?;
-            v.set_len(src.len);
-        }
-        Ok(v)
+        self.to_vec_prefix(src, src.len)
     }
 
     fn memcpy_wait(
