@@ -206,6 +206,8 @@ fn main() -> anyhow::Result<()> {
     let q = ctx.queue(&dev)?;
     // the same launches again on a profiling queue: device start/end timestamps per kernel
     let qp = ctx.profiling_queue(&dev)?;
+    // as the engine does at load: this thread off the runtime's pinned worker (sycl/affinity.rs)
+    let _ = sycl::affinity::pin_off_workers();
     let k = MatrixKernels::new(&ctx);
     let (bw_med, bw_p90) = read_bandwidth(&q, &ctx)?;
     println!(
@@ -243,8 +245,10 @@ fn main() -> anyhow::Result<()> {
             .and_then(|v| v.parse::<usize>().ok())
             .map_or(POOL_BYTES, |mb| mb << 20);
         let copies = (pool / bytes.len()).clamp(3, 512);
+        // in huge-page blocks, as the engine loads weights (sycl/arena.rs)
+        let arena = sycl::Arena::new(&q);
         let mats = (0..copies)
-            .map(|_| QuantMatrix::upload(&q, c.label, c.tid, c.n_out, c.n_in, &bytes))
+            .map(|_| QuantMatrix::upload_in(&arena, c.label, c.tid, c.n_out, c.n_in, &bytes))
             .collect::<Result<Vec<_>, _>>()?;
         for t in [1usize, 8, 64, 512] {
             if !ts.contains(&t) {

@@ -4,7 +4,7 @@
 
 use crate::quant::{self, type_id, QuantError};
 use crate::sycl::kernels::{MATMUL, MMVQ, MMVQ_KTILED, MMVQ_TILED};
-use crate::sycl::{Context, DeviceBuffer, Kernel, Queue, SyclError};
+use crate::sycl::{Arena, Context, DeviceBuffer, Kernel, Queue, SyclError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use thiserror::Error;
@@ -95,6 +95,29 @@ impl QuantMatrix {
         n_in: usize,
         bytes: &[u8],
     ) -> Result<QuantMatrix> {
+        Self::upload_with(&|b| q.upload(b), name, type_id, n_out, n_in, bytes)
+    }
+
+    /// As `upload`, into `arena`'s huge-page blocks (the model's weights: sycl/arena.rs).
+    pub fn upload_in(
+        arena: &Arena,
+        name: &str,
+        type_id: u32,
+        n_out: usize,
+        n_in: usize,
+        bytes: &[u8],
+    ) -> Result<QuantMatrix> {
+        Self::upload_with(&|b| arena.upload(b), name, type_id, n_out, n_in, bytes)
+    }
+
+    fn upload_with(
+        put: &dyn Fn(&[u8]) -> std::result::Result<DeviceBuffer<u8>, SyclError>,
+        name: &str,
+        type_id: u32,
+        n_out: usize,
+        n_in: usize,
+        bytes: &[u8],
+    ) -> Result<QuantMatrix> {
         let want = quant::bytes_for(type_id, n_out * n_in)?;
         if bytes.len() != want {
             return Err(MatrixError::Shape {
@@ -107,11 +130,11 @@ impl QuantMatrix {
             });
         }
         let tiled = match repack(type_id, bytes, n_out, n_in) {
-            Some(t) => Some(q.upload(&t)?),
+            Some(t) => Some(put(&t)?),
             None => None,
         };
         Ok(QuantMatrix {
-            buf: q.upload(bytes)?,
+            buf: put(bytes)?,
             tiled,
             type_id,
             n_out,

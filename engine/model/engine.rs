@@ -630,10 +630,18 @@ impl Engine {
         // Replaying recorded steps pays on GPUs (one submission of a command list); the OpenCL
         // CPU runtime re-enqueues every command of a graph and measured slower that way
         // (docs/performance.md), so there it is opt-in.
-        let graphs_default = cards[0]
+        let on_cpu = cards[0]
             .device
             .info()
-            .is_ok_and(|i| i.device_type != crate::sycl::DeviceType::Cpu);
+            .is_ok_and(|i| i.device_type == crate::sycl::DeviceType::Cpu);
+        let graphs_default = !on_cpu;
+        if on_cpu {
+            // The thread that loads is the one that runs the steps (the server's worker, the
+            // CLI's main thread): keep it off the runtime's pinned worker (sycl/affinity.rs).
+            if let Some(cpus) = crate::sycl::affinity::pin_off_workers() {
+                tracing::info!(?cpus, "host thread pinned off the OpenCL CPU workers");
+            }
+        }
         // One context: the modules are built once and serve every card's queue.
         let ctx = cards[0].context.clone();
         if cards.iter().any(|c| c.context.id() != ctx.id()) {

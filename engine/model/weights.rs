@@ -7,7 +7,7 @@ use crate::gguf::{Arch, Gguf};
 use crate::kernels::embed::EmbedType;
 use crate::kernels::{QuantMatrix, WeightView};
 use crate::quant::type_id;
-use crate::sycl::{DeviceBuffer, Queue};
+use crate::sycl::{Arena, DeviceBuffer, Queue};
 
 /// Device bytes held per category on one device.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -113,6 +113,8 @@ impl Weights {
             )));
         }
         let (first, last) = (0, n_cards - 1);
+        // one arena per card: the weights in huge-page blocks (sycl/arena.rs)
+        let arenas: Vec<Arena> = place.queues.iter().map(Arena::new).collect();
         let mut mbytes = vec![0usize; n_cards];
         let mut matrix = |card: usize,
                           name: &str,
@@ -133,8 +135,8 @@ impl Weights {
                 });
             }
             let data = g.tensor_data(info)?;
-            let m = QuantMatrix::upload(
-                &place.queues[card],
+            let m = QuantMatrix::upload_in(
+                &arenas[card],
                 name,
                 info.ggml_type.id(),
                 n_out,
@@ -159,7 +161,7 @@ impl Weights {
             let mut v = vec![0f32; n];
             crate::quant::dequantize_by_type(info.ggml_type.id(), g.tensor_data(info)?, &mut v)?;
             vbytes[card] += n * 4;
-            Ok(place.queues[card].upload(&v)?)
+            Ok(arenas[card].upload(&v)?)
         };
         let (e, d, qd, kv, ff) = (
             cfg.n_embd,
@@ -231,16 +233,16 @@ impl Weights {
                 why: format!("dims {:?}, expected [{e}, {}]", info.dims, cfg.n_vocab),
             });
         }
-        let embd = place.queues[first].upload(data)?;
+        let embd = arenas[first].upload(data)?;
         let head_embd = if output.is_none() && last != first {
-            Some(place.queues[last].upload(data)?)
+            Some(arenas[last].upload(data)?)
         } else {
             None
         };
         let head_tiled = match output {
             Some(_) => None,
             None => match crate::kernels::repack(embd_type_id, data, cfg.n_vocab, e) {
-                Some(t) => Some(place.queues[last].upload(&t)?),
+                Some(t) => Some(arenas[last].upload(&t)?),
                 None => None,
             },
         };

@@ -66,6 +66,9 @@ pub struct DeviceBuffer<T: Copy> {
     len: usize,
     kind: UsmKind,
     queue: Queue,
+    /// Set for a slice of an arena block (arena.rs): the block is freed when its last slice
+    /// goes, not this pointer.
+    block: Option<std::sync::Arc<DeviceBuffer<u8>>>,
     _t: PhantomData<T>,
 }
 
@@ -78,6 +81,9 @@ unsafe impl<T: Copy + Sync> Sync for DeviceBuffer<T> {}
 
 impl<T: Copy> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
+        if self.block.is_some() {
+            return; // a slice: the block's own drop waits and frees
+        }
         // A command may still read this memory; an error here has nowhere to go.
         let _ = self.queue.wait();
         // SAFETY: ptr came from strata_malloc in this context and is freed once.
@@ -98,6 +104,25 @@ impl<T: Copy> std::fmt::Debug for DeviceBuffer<T> {
 }
 
 impl<T: Copy> DeviceBuffer<T> {
+    /// `n` elements of `T` at byte `offset` of `block` (aligned for `T` and in bounds: the
+    /// arena checks), keeping the block alive.
+    pub(crate) fn slice_of(
+        block: &std::sync::Arc<DeviceBuffer<u8>>,
+        offset: usize,
+        n: usize,
+    ) -> DeviceBuffer<T> {
+        debug_assert!(offset + n * std::mem::size_of::<T>() <= block.len);
+        DeviceBuffer {
+            // SAFETY (of the add): offset is within the block's allocation.
+            ptr: unsafe { (block.ptr as *mut u8).add(offset) } as *mut c_void,
+            len: n,
+            kind: block.kind,
+            queue: block.queue.clone(),
+            block: Some(block.clone()),
+            _t: PhantomData,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -198,6 +223,7 @@ impl Queue {
             len: n,
             kind,
             queue: self.clone(),
+            block: None,
             _t: PhantomData,
         })
     }

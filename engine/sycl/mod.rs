@@ -17,6 +17,8 @@
 //! ```
 //! See docs/sycl.md.
 
+pub mod affinity;
+pub mod arena;
 pub mod buffer;
 pub mod card;
 pub mod context;
@@ -30,6 +32,7 @@ pub mod reduce_ref;
 pub mod runtime;
 pub mod trace;
 
+pub use arena::Arena;
 pub use buffer::{copy_across, copy_across_n, DeviceBuffer, DevicePod, HostBuffer, UsmKind};
 pub use card::Card;
 pub use context::{Context, Event, Profile, Queue};

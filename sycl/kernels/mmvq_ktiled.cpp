@@ -47,11 +47,13 @@ static inline float kk_h2f(uint32_t bits16) {
 
 // 8 sub-blocks of 32 with a 6-bit scale and min each; 64-element chunk j = qs words 8j..8j+7:
 // byte b of word 8j+i is element 64j+4i+b (low nibble, sub-block 2j) and 64j+32+4i+b (high
-// nibble, sub-block 2j+1). w = d*sc*q - dmin*m, formed per element as fma(d*sc, q, -dmin*m) and
-// applied to every column.
+// nibble, sub-block 2j+1). w = d*sc*q - dmin*m: per sub-block and column one fma chain of the raw
+// q times x, then d*sc * sum q x - dmin*m * sum x (sum x by a sub-group reduce): one operation
+// per weight fewer than forming each w.
 template <int TT>
 static inline void kk_run(const uint8_t *wt, const float *x, float *y, int n_in, int n_out,
                           int nb, int lane, size_t tile) {
+  auto sg = syclext::this_work_item::get_nd_item<1>().get_sub_group();
   float acc[TT];
 #pragma unroll
   for (int t = 0; t < TT; ++t) acc[t] = 0.0f;
@@ -77,9 +79,16 @@ static inline void kk_run(const uint8_t *wt, const float *x, float *y, int n_in,
       const int sh0 = 8 * (2 * j % 4), sh1 = 8 * ((2 * j + 1) % 4);
       const float d0 = d * (float)((scw >> sh0) & 63u), n0 = -(dmin * (float)((mw >> sh0) & 63u));
       const float d1 = d * (float)((scw >> sh1) & 63u), n1 = -(dmin * (float)((mw >> sh1) & 63u));
-      float s_lo[TT], s_hi[TT];
+      float s_lo[TT], s_hi[TT], x_lo[TT], x_hi[TT];
 #pragma unroll
-      for (int t = 0; t < TT; ++t) s_lo[t] = s_hi[t] = 0.0f;
+      for (int t = 0; t < TT; ++t) {
+        s_lo[t] = s_hi[t] = 0.0f;
+        // the two sub-blocks' sums of x: two vector loads and one sub-group sum each, the same
+        // whatever T is (T columns stay bitwise T one-column calls)
+        const float *xt = xb + (size_t)t * n_in + 64 * j;
+        x_lo[t] = sycl::reduce_over_group(sg, xt[lane] + xt[16 + lane], sycl::plus<float>());
+        x_hi[t] = sycl::reduce_over_group(sg, xt[32 + lane] + xt[48 + lane], sycl::plus<float>());
+      }
 #pragma unroll 2
       for (int i = 0; i < 8; ++i) {
         const uint32_t wq = qs[(8 * j + i) * TILE + lane];
@@ -92,8 +101,8 @@ static inline void kk_run(const uint8_t *wt, const float *x, float *y, int n_in,
         float v[8];
 #pragma unroll
         for (int b = 0; b < 4; ++b) {
-          v[b] = sycl::fma(d0, (float)((lo >> (8 * b)) & 0xFFu), n0);
-          v[b + 4] = sycl::fma(d1, (float)((hi >> (8 * b)) & 0xFFu), n1);
+          v[b] = (float)((lo >> (8 * b)) & 0xFFu);
+          v[b + 4] = (float)((hi >> (8 * b)) & 0xFFu);
         }
 #pragma unroll
         for (int t = 0; t < TT; ++t) {
@@ -109,7 +118,8 @@ static inline void kk_run(const uint8_t *wt, const float *x, float *y, int n_in,
         }
       }
 #pragma unroll
-      for (int t = 0; t < TT; ++t) acc[t] += s_lo[t] + s_hi[t];
+      for (int t = 0; t < TT; ++t)
+        acc[t] += sycl::fma(d0, s_lo[t], n0 * x_lo[t]) + sycl::fma(d1, s_hi[t], n1 * x_hi[t]);
     }
   }
   const size_t row = tile * TILE + (size_t)lane;

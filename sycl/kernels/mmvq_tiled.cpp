@@ -50,6 +50,12 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 #endif
 
 #define REC (TILE * BLOCK_BYTES)
+// The block sum needs sum x (a min or an offset): every format but Q8_0.
+#if defined(CFG_FMT_Q8_0)
+#define SUM_X 0
+#else
+#define SUM_X 1
+#endif
 #define OFF_M (2 * TILE)
 #define OFF_QH ((2 + 2 * HAS_M) * TILE)
 #define OFF_QS ((2 + 2 * HAS_M + 4 * HAS_QH) * TILE)
@@ -64,9 +70,9 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 
 // The 8 values of qs word j of one row, in element order e(k): k < 4 -> 4j+k, k >= 4 ->
 // 16+4j+k-4 (4-bit formats) or k -> 8j+k (Q8_0: 32 byte planes, plane e holding element e of the
-// 16 rows). Formats with a min (Q4_1, Q5_1) give the raw q (the block applies d * sum q x +
-// m * sum x: one fma per weight fewer than d*q+m per weight); the others the integer q minus its
-// offset, the caller scaling the block sum by d.
+// 16 rows). The 4/5-bit formats give the raw unsigned q: the block applies d * sum q x + m * sum x,
+// m the min (Q4_1, Q5_1) or -8 d / -16 d (Q4_0 / Q5_0), one operation per weight fewer than
+// forming d*q+m or q-8 per weight. Q8_0 gives its signed q, the block sum scaled by d.
 static inline void kt_decode(const uint8_t *rec, int lane, int j, float d, float m, float v[8]) {
 #if defined(CFG_FMT_Q8_0)
   const int8_t *qb = (const int8_t *)(rec + OFF_QS);
@@ -86,17 +92,10 @@ static inline void kt_decode(const uint8_t *rec, int lane, int j, float d, float
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const int lo = (int)((lo4 >> (8 * k)) & 255u), hi = (int)((hi4 >> (8 * k)) & 255u);
-#if HAS_M
-    // the raw nibble: the caller applies d and m once per block (d * sum q x + m * sum x)
+    // the raw q: the caller applies d and the min or offset once per block
+    // (d * sum q x + m * sum x, m = -8 d or -16 d for Q4_0 / Q5_0)
     v[k] = (float)lo;
     v[k + 4] = (float)hi;
-#elif HAS_QH
-    v[k] = (float)(lo - 16);
-    v[k + 4] = (float)(hi - 16);
-#else
-    v[k] = (float)(lo - 8);
-    v[k + 4] = (float)(hi - 8);
-#endif
   }
 #endif
 }
@@ -129,7 +128,7 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
   for (int ib = 0; ib < nb; ++ib) {
     const float *xb = x + (size_t)ib * 32;
     float s0[R][TT], s1[R][TT], d[R], m[R];
-#if HAS_M
+#if SUM_X
     // sum of the block's 32 x per column: two vector loads and one sub-group sum, the same
     // whatever T is (so T columns stay bitwise T one-column calls)
     float sx[TT];
@@ -145,6 +144,10 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
       d[i] = (float)sycl::bit_cast<sycl::half>(((const uint16_t *)rec)[lane]);
 #if HAS_M
       m[i] = (float)sycl::bit_cast<sycl::half>(((const uint16_t *)(rec + OFF_M))[lane]);
+#elif HAS_QH
+      m[i] = -16.0f * d[i];  // exact: a power-of-two multiple
+#elif SUM_X
+      m[i] = -8.0f * d[i];
 #else
       m[i] = 0.0f;
 #endif
@@ -176,7 +179,7 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
     for (int i = 0; i < R; ++i)
 #pragma unroll
       for (int t = 0; t < TT; ++t) {
-#if HAS_M
+#if SUM_X
         acc[i][t] += sycl::fma(d[i], s0[i][t] + s1[i][t], m[i] * sx[t]);
 #else
         acc[i][t] = sycl::fma(d[i], s0[i][t] + s1[i][t], acc[i][t]);
