@@ -85,6 +85,9 @@ pub struct QuantMatrix {
     pub n_in: usize,
 }
 
+/// Puts bytes on the device (a queue's own allocation or an arena slice).
+type Upload = dyn Fn(&[u8]) -> std::result::Result<DeviceBuffer<u8>, SyclError>;
+
 impl QuantMatrix {
     /// Uploads `bytes` (n_out, n_in) of ggml type `type_id`; `name` labels errors.
     pub fn upload(
@@ -111,7 +114,7 @@ impl QuantMatrix {
     }
 
     fn upload_with(
-        put: &dyn Fn(&[u8]) -> std::result::Result<DeviceBuffer<u8>, SyclError>,
+        put: &Upload,
         name: &str,
         type_id: u32,
         n_out: usize,
