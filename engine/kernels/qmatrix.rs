@@ -86,7 +86,7 @@ pub struct QuantMatrix {
 }
 
 /// Puts bytes on the device (a queue's own allocation or an arena slice).
-type Upload = dyn Fn(&[u8]) -> std::result::Result<DeviceBuffer<u8>, SyclError>;
+type Upload<'a> = dyn Fn(&[u8]) -> std::result::Result<DeviceBuffer<u8>, SyclError> + 'a;
 
 impl QuantMatrix {
     /// Uploads `bytes` (n_out, n_in) of ggml type `type_id`; `name` labels errors.
@@ -114,7 +114,7 @@ impl QuantMatrix {
     }
 
     fn upload_with(
-        put: &Upload,
+        put: &Upload<'_>,
         name: &str,
         type_id: u32,
         n_out: usize,
