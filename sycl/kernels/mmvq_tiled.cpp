@@ -64,8 +64,9 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 // R independent chains. Measured at T = 1 with R = 1, 2, 4 (Q4_1, Q5_0, Q8_0 at the models'
 // shapes, hot and cold): no difference above the run-to-run noise of the loaded machine, R = 4
 // spills in the Q4_1 loop and the head's fastest launches were R = 1's. The x broadcasts are load
-// uops, not ALU work, so R stays 1; the code keeps R for a quieter re-measure. Must match
-// `tiled::tiles_per_group` (engine/kernels/tiled.rs).
+// uops, not ALU work, so R stays 1. Re-measured on a quiet machine with the weights on huge pages
+// (R = 2 at T = 1): 1.2-1.6x slower everywhere (SmolLM2 head 842 -> 1348 us, gate/up 27 -> 37 us).
+// Must match `tiled::tiles_per_group` (engine/kernels/tiled.rs).
 #define KT_R(TT) 1
 
 // The 8 values of qs word j of one row, in element order e(k): k < 4 -> 4j+k, k >= 4 ->
