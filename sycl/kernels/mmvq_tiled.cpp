@@ -9,7 +9,10 @@
 // block (byte b: element 4j+b in the low nibble, 16+4j+b in the high one). Q5: qh's bits
 // permuted (see kt_decode). Q8_0: qs = byte planes [32][16] i8, plane e = element e of the rows.
 // Every weight load is `uniform + lane` (vector loads); x is uniform (broadcast); no cross-lane
-// reduction. Per column: two fma chains per block, restarted each block, then one fma/add into
+// reduction. The 4/5-bit formats leave each q at its bit offset in the word (one AND instead of
+// shift + AND) and multiply by x scaled by the inverse power of two, staged per block in
+// work-group memory: the same products, bit for bit (unless |x| < 2^-98, where the scaled x would
+// be subnormal). Per column: two fma chains per block, restarted each block, then one fma/add into
 // the column's accumulator: the same sequence whatever T is, so a T-column call is bitwise T
 // one-column calls. -ffast-math is not used (it could re-associate the chains).
 // One launch may do up to three matrices sharing x (q/k/v, gate/up) and may add a residual to
@@ -88,16 +91,33 @@ static inline void kt_decode(const uint8_t *rec, int lane, int j, float d, float
   const uint32_t lo4 = (wq & 0x0F0F0F0Fu) | ((qh >> j) & 0x10101010u);
   const uint32_t hi4 = ((wq >> 4) & 0x0F0F0F0Fu) | ((qh << (4 - j)) & 0x10101010u);
 #else
-  const uint32_t lo4 = wq & 0x0F0F0F0Fu, hi4 = (wq >> 4) & 0x0F0F0F0Fu;
 #endif
+  // q in place, i.e. times 2^(its bit offset): one AND (no shift) and an exact unsigned convert per
+  // value; x_s holds x times 2^-(that offset) (kt_scale), so v * x_s = q * x exactly. The raw q: the
+  // caller applies d and the min or offset once per block (d * sum q x + m * sum x, m = -8 d or
+  // -16 d for Q4_0 / Q5_0).
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
-    const int lo = (int)((lo4 >> (8 * k)) & 255u), hi = (int)((hi4 >> (8 * k)) & 255u);
-    // the raw q: the caller applies d and the min or offset once per block
-    // (d * sum q x + m * sum x, m = -8 d or -16 d for Q4_0 / Q5_0)
-    v[k] = (float)lo;
-    v[k + 4] = (float)hi;
+#if HAS_QH
+    v[k] = (float)(lo4 & (0xFFu << (8 * k)));
+    v[k + 4] = (float)(hi4 & (0xFFu << (8 * k)));
+#else
+    v[k] = (float)(wq & (0x0Fu << (8 * k)));
+    v[k + 4] = (float)(wq & (0xF0u << (8 * k)));
+#endif
   }
+#endif
+}
+
+// The factor that undoes kt_decode's bit offset for element e (exact powers of two): element
+// 4j+b sits at bit 8b of its word, element 16+4j+b at bit 8b+4 (Q4: the high nibble of the same
+// word) or 8b (Q5: its own word hi4). Q8_0 values are not offset.
+static inline float kt_scale(int e) {
+#if defined(CFG_FMT_Q8_0)
+  return 1.0f;
+#else
+  const int sh = 8 * (e & 3) + (HAS_QH == 0 && e >= 16 ? 4 : 0);
+  return sycl::bit_cast<float>((uint32_t)(127 - sh) << 23);
 #endif
 }
 
@@ -117,7 +137,8 @@ static inline int kt_elem(int j, int k) {
 // chains (even / odd k), then one fma (d) or add into the accumulator, blocks in order.
 template <int TT, int R>
 static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const float *x, float *y,
-                          const float *res, int n_in, int n_out, int nb, int lane) {
+                          const float *res, int n_in, int n_out, int nb, int lane,
+                          float *xs /* work-group memory: (2, TT, 32) */) {
   [[maybe_unused]] auto sg = syclext::this_work_item::get_nd_item<1>().get_sub_group();
   const size_t tbytes = (size_t)nb * REC; // one tile's records
   float acc[R][TT];
@@ -128,6 +149,20 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
 
   for (int ib = 0; ib < nb; ++ib) {
     const float *xb = x + (size_t)ib * 32;
+#if SUM_X
+    // the block's x times kt_scale, in work-group memory (read as broadcasts like x itself);
+    // two buffers by block parity, so one barrier per block orders writes after earlier reads
+    float *xsb = xs + (ib & 1) * TT * 32;
+#pragma unroll
+    for (int t = 0; t < TT; ++t) {
+      const float *xt = xb + (size_t)t * n_in;
+      xsb[t * 32 + lane] = xt[lane] * kt_scale(lane);
+      xsb[t * 32 + 16 + lane] = xt[16 + lane] * kt_scale(16 + lane);
+    }
+    sycl::group_barrier(sg);
+#else
+    const float *xsb = nullptr;
+#endif
     float s0[R][TT], s1[R][TT], d[R], m[R];
 #if SUM_X
     // sum of the block's 32 x per column: two vector loads and one sub-group sum, the same
@@ -164,7 +199,11 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
         kt_decode(rec, lane, j, d[i], m[i], v);
 #pragma unroll
         for (int t = 0; t < TT; ++t) {
+#if SUM_X
+          const float *xt = xsb + t * 32;
+#else
           const float *xt = xb + (size_t)t * n_in;
+#endif
           float a = s0[i][t], b = s1[i][t];
 #pragma unroll
           for (int k = 0; k < 8; k += 2) {
@@ -231,6 +270,8 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
                         const float *r,    /* (TT, n_out0) residual, or null */                 \
                         int n_in, int n_out0, int n_out1, int n_out2) {                         \
     constexpr int R = KT_R(TT);                                                                 \
+    static syclexp::work_group_static<float[2 * TT * 32]> xs_mem; /* kt_run's scaled x */       \
+    float(&xs_buf)[2 * TT * 32] = xs_mem;                                                       \
     auto it = syclext::this_work_item::get_nd_item<1>();                                        \
     const int lane = (int)it.get_sub_group().get_local_linear_id();                             \
     const size_t g = it.get_group(0); /* one 16-lane work-group per R tiles */                  \
@@ -248,7 +289,7 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
     const int n_out = m == 0 ? n_out0 : (m == 1 ? n_out1 : n_out2);                             \
     const size_t tile0 = gl * R;                                                                \
     kt_run<TT, R>(w, tile0, (int)(tiles - tile0), x, y, m == 0 ? r : nullptr, n_in, n_out, nb,  \
-                  lane);                                                                        \
+                  lane, xs_buf);                                                                \
   }
 KT_KERNEL(1)
 KT_KERNEL(2)
