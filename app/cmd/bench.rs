@@ -43,6 +43,10 @@ pub fn run(mut a: Args) -> Result<()> {
     if a.engine.ctx == 0 {
         a.engine.ctx = (a.n_prompt + a.n_gen).max(16);
     }
+    // the process's CPUs, read before the load pins this thread to one (sycl/affinity.rs)
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     let (path, mut eng) = a.engine.load_on(a.profile)?;
     if eng.n_cards() > 1 {
         eprintln!(
@@ -90,9 +94,6 @@ pub fn run(mut a: Args) -> Result<()> {
         .unwrap_or_default();
     let size = format!("{:.2} MiB", eng.file_bytes() as f64 / (1024.0 * 1024.0));
     let params = format!("{:.2} M", eng.n_params() as f64 / 1e6);
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
     if a.json {
         for (test, (m, sd)) in &rows {
             println!(

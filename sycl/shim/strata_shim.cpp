@@ -4,6 +4,7 @@
 #include "strata_shim.h"
 
 #include <sycl/sycl.hpp>
+#include <sycl/ext/oneapi/experimental/enqueue_functions.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -429,7 +430,7 @@ strata_status strata_launch(StrataQueue *q, const StrataKernel *k, uint32_t dims
                                      " in dimension " + std::to_string(i));
     }
     if (n_args && !args) fail(STRATA_ERR_INVALID, "launch: null argument array");
-    auto e = q->q.submit([&](sycl::handler &h) {
+    auto cgf = [&](sycl::handler &h) {
       for (size_t i = 0; i < n_args; i++) {
         const StrataArg &a = args[i];
         if (a.kind == STRATA_ARG_POINTER) {
@@ -445,8 +446,13 @@ strata_status strata_launch(StrataQueue *q, const StrataKernel *k, uint32_t dims
       case 2: h.parallel_for(make_range<2>(global, local), k->k); break;
       default: h.parallel_for(make_range<3>(global, local), k->k); break;
       }
-    });
-    give_event(ev, e);
+    };
+    // Nobody asked for the event: submit without one (the enqueue-functions extension), which
+    // spares the runtime creating and tracking an event per launch on the in-order queue.
+    if (ev)
+      give_event(ev, q->q.submit(cgf));
+    else
+      syclex::submit(q->q, cgf);
   });
 }
 
