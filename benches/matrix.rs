@@ -248,7 +248,7 @@ fn main() -> anyhow::Result<()> {
         // in huge-page blocks, as the engine loads weights (sycl/arena.rs)
         let arena = sycl::Arena::new(&q);
         let mats = (0..copies)
-            .map(|_| QuantMatrix::upload_in(&arena, c.label, c.tid, c.n_out, c.n_in, &bytes))
+            .map(|_| QuantMatrix::upload(&arena, c.label, c.tid, c.n_out, c.n_in, &bytes))
             .collect::<Result<Vec<_>, _>>()?;
         for t in [1usize, 8, 64, 512] {
             if !ts.contains(&t) {

@@ -4,7 +4,7 @@
 
 use crate::quant::{self, type_id, QuantError};
 use crate::sycl::kernels::{MATMUL, MMVQ, MMVQ_KTILED, MMVQ_TILED};
-use crate::sycl::{Arena, Context, DeviceBuffer, Kernel, Queue, SyclError};
+use crate::sycl::{Context, DeviceBuffer, Kernel, Store, SyclError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use thiserror::Error;
@@ -85,36 +85,11 @@ pub struct QuantMatrix {
     pub n_in: usize,
 }
 
-/// Puts bytes on the device (a queue's own allocation or an arena slice).
-type Upload<'a> = dyn Fn(&[u8]) -> std::result::Result<DeviceBuffer<u8>, SyclError> + 'a;
-
 impl QuantMatrix {
-    /// Uploads `bytes` (n_out, n_in) of ggml type `type_id`; `name` labels errors.
+    /// Uploads `bytes` (n_out, n_in) of ggml type `type_id` into `store` (a queue, or the model's
+    /// arena of huge-page blocks: sycl/arena.rs); `name` labels errors.
     pub fn upload(
-        q: &Queue,
-        name: &str,
-        type_id: u32,
-        n_out: usize,
-        n_in: usize,
-        bytes: &[u8],
-    ) -> Result<QuantMatrix> {
-        Self::upload_with(&|b| q.upload(b), name, type_id, n_out, n_in, bytes)
-    }
-
-    /// As `upload`, into `arena`'s huge-page blocks (the model's weights: sycl/arena.rs).
-    pub fn upload_in(
-        arena: &Arena,
-        name: &str,
-        type_id: u32,
-        n_out: usize,
-        n_in: usize,
-        bytes: &[u8],
-    ) -> Result<QuantMatrix> {
-        Self::upload_with(&|b| arena.upload(b), name, type_id, n_out, n_in, bytes)
-    }
-
-    fn upload_with(
-        put: &Upload<'_>,
+        store: &impl Store,
         name: &str,
         type_id: u32,
         n_out: usize,
@@ -133,11 +108,11 @@ impl QuantMatrix {
             });
         }
         let tiled = match repack(type_id, bytes, n_out, n_in) {
-            Some(t) => Some(put(&t)?),
+            Some(t) => Some(store.put(&t)?),
             None => None,
         };
         Ok(QuantMatrix {
-            buf: put(bytes)?,
+            buf: store.put(bytes)?,
             tiled,
             type_id,
             n_out,

@@ -135,14 +135,8 @@ impl Weights {
                 });
             }
             let data = g.tensor_data(info)?;
-            let m = QuantMatrix::upload_in(
-                &arenas[card],
-                name,
-                info.ggml_type.id(),
-                n_out,
-                n_in,
-                data,
-            )?;
+            let m =
+                QuantMatrix::upload(&arenas[card], name, info.ggml_type.id(), n_out, n_in, data)?;
             mbytes[card] += m.device_bytes();
             Ok(m)
         };

@@ -64,3 +64,21 @@ impl Arena {
         Ok(b)
     }
 }
+
+/// Where data loaded once goes: a queue's own allocation per upload, or a slice of an arena.
+pub trait Store {
+    /// A device copy of `data` (waits for the copy).
+    fn put<T: Copy>(&self, data: &[T]) -> Result<DeviceBuffer<T>>;
+}
+
+impl Store for Queue {
+    fn put<T: Copy>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
+        self.upload(data)
+    }
+}
+
+impl Store for Arena {
+    fn put<T: Copy>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
+        self.upload(data)
+    }
+}

@@ -32,7 +32,7 @@ pub mod reduce_ref;
 pub mod runtime;
 pub mod trace;
 
-pub use arena::Arena;
+pub use arena::{Arena, Store};
 pub use buffer::{copy_across, copy_across_n, DeviceBuffer, DevicePod, HostBuffer, UsmKind};
 pub use card::Card;
 pub use context::{Context, Event, Profile, Queue};
