@@ -42,7 +42,12 @@ fn arena_slices_hold_their_data_and_outlive_the_arena() {
     let mut spans: Vec<(usize, usize)> = Vec::new();
     for (s, d) in slices.iter().zip(&data) {
         let p = s.as_ptr() as usize;
-        assert_eq!(p % 64, 0, "slice of {} bytes at {p:#x} is not 64-byte aligned", d.len());
+        assert_eq!(
+            p % 64,
+            0,
+            "slice of {} bytes at {p:#x} is not 64-byte aligned",
+            d.len()
+        );
         spans.push((p, p + d.len()));
         let mut back = vec![0u8; d.len()];
         q.download(s, &mut back).expect("download");
@@ -50,7 +55,12 @@ fn arena_slices_hold_their_data_and_outlive_the_arena() {
     }
     spans.sort();
     for w in spans.windows(2) {
-        assert!(w[0].1 <= w[1].0, "slices overlap: {:x?} and {:x?}", w[0], w[1]);
+        assert!(
+            w[0].1 <= w[1].0,
+            "slices overlap: {:x?} and {:x?}",
+            w[0],
+            w[1]
+        );
     }
     let mut fback = vec![0f32; floats.len()];
     q.download(&fs, &mut fback).expect("download");
