@@ -43,15 +43,13 @@ impl Arena {
         // Poisoning only means another thread panicked mid-bump; the offset it left is still
         // a valid high-water mark.
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let fits = |o: &Option<(Arc<DeviceBuffer<u8>>, usize)>| {
-            o.as_ref()
-                .is_some_and(|(b, used)| used.next_multiple_of(ALIGN) + bytes <= b.len())
+        let fits = open
+            .take()
+            .filter(|(b, used)| used.next_multiple_of(ALIGN) + bytes <= b.len());
+        let (block, used) = match fits {
+            Some(o) => open.insert(o),
+            None => open.insert((Arc::new(self.queue.alloc::<u8>(BLOCK_BYTES)?), 0)),
         };
-        if !fits(&open) {
-            *open = Some((Arc::new(self.queue.alloc::<u8>(BLOCK_BYTES)?), 0));
-        }
-        // The block exists: set just above when it did not.
-        let (block, used) = open.as_mut().expect("an open block");
         let at = used.next_multiple_of(ALIGN);
         *used = at + bytes;
         Ok(DeviceBuffer::slice_of(block, at, n))

@@ -77,7 +77,7 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 // 16 rows). The 4/5-bit formats give the raw unsigned q: the block applies d * sum q x + m * sum x,
 // m the min (Q4_1, Q5_1) or -8 d / -16 d (Q4_0 / Q5_0), one operation per weight fewer than
 // forming d*q+m or q-8 per weight. Q8_0 gives its signed q, the block sum scaled by d.
-static inline void kt_decode(const uint8_t *rec, int lane, int j, float d, float m, float v[8]) {
+static inline void kt_decode(const uint8_t *rec, int lane, int j, float v[8]) {
 #if defined(CFG_FMT_Q8_0)
   const int8_t *qb = (const int8_t *)(rec + OFF_QS);
 #pragma unroll
@@ -90,7 +90,6 @@ static inline void kt_decode(const uint8_t *rec, int lane, int j, float d, float
   const uint32_t qh = ((const uint32_t *)(rec + OFF_QH))[lane];
   const uint32_t lo4 = (wq & 0x0F0F0F0Fu) | ((qh >> j) & 0x10101010u);
   const uint32_t hi4 = ((wq >> 4) & 0x0F0F0F0Fu) | ((qh << (4 - j)) & 0x10101010u);
-#else
 #endif
   // q in place, i.e. times 2^(its bit offset): one AND (no shift) and an exact unsigned convert per
   // value; x_s holds x times 2^-(that offset) (kt_scale), so v * x_s = q * x exactly. The raw q: the
@@ -147,32 +146,28 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
 #pragma unroll
     for (int t = 0; t < TT; ++t) acc[i][t] = 0.0f;
 
+#if SUM_X
+  const float sc_lo = kt_scale(lane), sc_hi = kt_scale(16 + lane);
+#endif
   for (int ib = 0; ib < nb; ++ib) {
     const float *xb = x + (size_t)ib * 32;
+    float s0[R][TT], s1[R][TT], d[R], m[R];
 #if SUM_X
-    // the block's x times kt_scale, in work-group memory (read as broadcasts like x itself);
-    // two buffers by block parity, so one barrier per block orders writes after earlier reads
+    // Per column, from the same two vector loads of the block's 32 x: their sum (one sub-group
+    // sum, the same whatever T is, so T columns stay bitwise T one-column calls) and their
+    // kt_scale copy in work-group memory (read as broadcasts like x itself). Two copies by block
+    // parity, so one barrier per block orders the writes after the previous block's reads.
+    float sx[TT];
     float *xsb = xs + (ib & 1) * TT * 32;
 #pragma unroll
     for (int t = 0; t < TT; ++t) {
       const float *xt = xb + (size_t)t * n_in;
-      xsb[t * 32 + lane] = xt[lane] * kt_scale(lane);
-      xsb[t * 32 + 16 + lane] = xt[16 + lane] * kt_scale(16 + lane);
+      const float x0 = xt[lane], x1 = xt[16 + lane];
+      sx[t] = sycl::reduce_over_group(sg, x0 + x1, sycl::plus<float>());
+      xsb[t * 32 + lane] = x0 * sc_lo;
+      xsb[t * 32 + 16 + lane] = x1 * sc_hi;
     }
     sycl::group_barrier(sg);
-#else
-    const float *xsb = nullptr;
-#endif
-    float s0[R][TT], s1[R][TT], d[R], m[R];
-#if SUM_X
-    // sum of the block's 32 x per column: two vector loads and one sub-group sum, the same
-    // whatever T is (so T columns stay bitwise T one-column calls)
-    float sx[TT];
-#pragma unroll
-    for (int t = 0; t < TT; ++t) {
-      const float *xt = xb + (size_t)t * n_in;
-      sx[t] = sycl::reduce_over_group(sg, xt[lane] + xt[16 + lane], sycl::plus<float>());
-    }
 #endif
 #pragma unroll
     for (int i = 0; i < R; ++i) {
@@ -196,11 +191,11 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
       for (int i = 0; i < R; ++i) {
         const uint8_t *rec = w + (tile0 + (i < ntiles ? i : 0)) * tbytes + (size_t)ib * REC;
         float v[8];
-        kt_decode(rec, lane, j, d[i], m[i], v);
+        kt_decode(rec, lane, j, v);
 #pragma unroll
         for (int t = 0; t < TT; ++t) {
 #if SUM_X
-          const float *xt = xsb + t * 32;
+          const float *xt = xs + (ib & 1) * TT * 32 + t * 32;
 #else
           const float *xt = xb + (size_t)t * n_in;
 #endif
@@ -250,6 +245,17 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
   }
 }
 
+// kt_run's scaled x: work-group memory for the formats that stage it (SUM_X), none for Q8_0.
+#if SUM_X
+#define KT_XS_DECL(TT)                                                                          \
+  static syclexp::work_group_static<float[2 * TT * 32]> xs_mem;                                 \
+  float(&xs_buf)[2 * TT * 32] = xs_mem;
+#define KT_XS xs_buf
+#else
+#define KT_XS_DECL(TT)
+#define KT_XS nullptr
+#endif
+
 // One kernel per column count (mmvq_tiled_t1 .. _t8): a switch on a run-time T inside one kernel
 // was linearised by the vectoriser into masked code with gathers (10x slower).
 // Up to three matrices with the same input x and n_in in one launch (q/k/v, gate/up): the first
@@ -270,8 +276,7 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
                         const float *r,    /* (TT, n_out0) residual, or null */                 \
                         int n_in, int n_out0, int n_out1, int n_out2) {                         \
     constexpr int R = KT_R(TT);                                                                 \
-    static syclexp::work_group_static<float[2 * TT * 32]> xs_mem; /* kt_run's scaled x */       \
-    float(&xs_buf)[2 * TT * 32] = xs_mem;                                                       \
+    KT_XS_DECL(TT)                                                                              \
     auto it = syclext::this_work_item::get_nd_item<1>();                                        \
     const int lane = (int)it.get_sub_group().get_local_linear_id();                             \
     const size_t g = it.get_group(0); /* one 16-lane work-group per R tiles */                  \
@@ -289,7 +294,7 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
     const int n_out = m == 0 ? n_out0 : (m == 1 ? n_out1 : n_out2);                             \
     const size_t tile0 = gl * R;                                                                \
     kt_run<TT, R>(w, tile0, (int)(tiles - tile0), x, y, m == 0 ? r : nullptr, n_in, n_out, nb,  \
-                  lane, xs_buf);                                                                \
+                  lane, KT_XS);                                                                 \
   }
 KT_KERNEL(1)
 KT_KERNEL(2)
