@@ -15,17 +15,27 @@ const MIB: usize = 1 << 20;
 const BUF_BYTES: usize = 64 * MIB;
 const N_BUFS: usize = 6;
 const ROUNDS: usize = 8;
-const WG: usize = 64; // -DCFG_BW_WG
-const PER: usize = 1024; // -DCFG_BW_PER, floats per work-item
+const WG: usize = 64; // -DCFG_BW_WG (STRATA_BW_WG overrides)
+const PER: usize = 1024; // -DCFG_BW_PER, floats per work-item (STRATA_BW_PER overrides)
+
+fn env_or(key: &str, default: usize) -> usize {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
 
 fn main() -> Result<()> {
     strata::sycl::runtime::init();
     let card = Card::default_card()?;
     let q = &card.queue;
     println!("device: {}", card.device.info()?.name);
+    // as the engine does at load: this thread off the runtime's pinned worker (sycl/affinity.rs)
+    let _ = strata::sycl::affinity::pin_off_workers();
+    let (wg, per) = (env_or("STRATA_BW_WG", WG), env_or("STRATA_BW_PER", PER));
     let n = BUF_BYTES / 4; // floats per buffer
-    let groups = n / (WG * PER);
-    let opts = [format!("-DCFG_BW_WG={WG}"), format!("-DCFG_BW_PER={PER}")];
+    let groups = n / (wg * per);
+    let opts = [format!("-DCFG_BW_WG={wg}"), format!("-DCFG_BW_PER={per}")];
     let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
     let k = card.kernel(&kernels::BANDWIDTH, &opts, "bw_read_sum")?;
     let bufs = (0..N_BUFS)
@@ -42,7 +52,7 @@ fn main() -> Result<()> {
     for round in 0..=ROUNDS {
         for (i, b) in bufs.iter().enumerate() {
             let t0 = Instant::now();
-            q.launch(&k, NdRange::d1(n / PER, WG), &[Arg::buf(b), Arg::buf(&out)])?;
+            q.launch(&k, NdRange::d1(n / per, wg), &[Arg::buf(b), Arg::buf(&out)])?;
             q.wait()?;
             let dt = t0.elapsed().as_secs_f64();
             if round > 0 {
@@ -50,7 +60,7 @@ fn main() -> Result<()> {
             }
             if round == ROUNDS {
                 // every partial is WG * PER * (i + 1), exact in f32
-                let want = (WG * PER * (i + 1)) as f32;
+                let want = (wg * per * (i + 1)) as f32;
                 let got = q.to_vec(&out)?;
                 if let Some(bad) = got.iter().position(|&v| v != want) {
                     panic!(
@@ -65,7 +75,7 @@ fn main() -> Result<()> {
     gbs.sort_by(|a, b| a.total_cmp(b));
     let med = gbs[gbs.len() / 2];
     println!(
-        "cold read, {N_BUFS} x 64 MiB rotating, {} reads: median {med:.1} GB/s (min {:.1}, 90th percentile {:.1}, max {:.1}); sums checked",
+        "cold read, {N_BUFS} x 64 MiB rotating, work-group {wg}, {per} floats per item, {} reads: median {med:.1} GB/s (min {:.1}, 90th percentile {:.1}, max {:.1}); sums checked",
         gbs.len(),
         gbs[0],
         gbs[gbs.len() * 9 / 10],

@@ -12,6 +12,8 @@
 //! layer sizes the wall time per call is mostly submit cost, the kernel time is what the kernel
 //! itself reads at ("kern GB/s", and "kern %" of the median read bandwidth). The profiled launches
 //! run one at a time (a wait after each), so no launch overlaps the next one's start.
+//! The "launch" cases are the shapes of the decode step's grouped launches (q/k/v, gate/up of one
+//! format in one `mmvq_group` launch: the same work-groups as one matrix of the summed rows).
 //! `cargo bench --bench matrix [-- FILTER]`; FILTER matches the label; STRATA_BENCH_T=1,8 keeps
 //! only those column counts; STRATA_BENCH_POOL_MB=1 runs on 3 weight copies only (cache-hot: the
 //! kernel's compute ceiling).
@@ -55,6 +57,18 @@ const CASES: &[Case] = &[
         n_in: 1536,
     },
     Case {
+        label: "smollm2 q+k+v launch Q4_1",
+        tid: ty::Q4_1,
+        n_out: 960,
+        n_in: 576,
+    },
+    Case {
+        label: "smollm2 gate+up launch Q4_1",
+        tid: ty::Q4_1,
+        n_out: 3072,
+        n_in: 576,
+    },
+    Case {
         label: "smollm2 head Q8_0",
         tid: ty::Q8_0,
         n_out: 49152,
@@ -70,6 +84,18 @@ const CASES: &[Case] = &[
         label: "gemma3 gate/up Q5_0",
         tid: ty::Q5_0,
         n_out: 2048,
+        n_in: 640,
+    },
+    Case {
+        label: "gemma3 q+k launch Q5_0",
+        tid: ty::Q5_0,
+        n_out: 1280,
+        n_in: 640,
+    },
+    Case {
+        label: "gemma3 gate+up launch Q5_0",
+        tid: ty::Q5_0,
+        n_out: 4096,
         n_in: 640,
     },
     Case {
