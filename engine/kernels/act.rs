@@ -47,7 +47,12 @@ impl Elementwise {
         q.launch(
             k,
             NdRange::d1(round_up(n, 256), 256),
-            &[Arg::buf(a), Arg::buf(b), Arg::buf(out), Arg::i32(n as i32)],
+            &[
+                Arg::addr_at(a, 0),
+                Arg::addr_at(b, 0),
+                Arg::addr_at(out, 0),
+                Arg::i32(n as i32),
+            ],
         )
     }
 
@@ -106,7 +111,12 @@ impl Elementwise {
         q.launch(
             &self.scale,
             NdRange::d1(round_up(n, 256), 256),
-            &[Arg::buf(x), Arg::buf(out), Arg::i32(n as i32), Arg::f32(s)],
+            &[
+                Arg::addr_at(x, 0),
+                Arg::addr_at(out, 0),
+                Arg::i32(n as i32),
+                Arg::f32(s),
+            ],
         )
     }
 }

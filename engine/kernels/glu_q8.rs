@@ -64,9 +64,9 @@ impl GluQ8 {
             k,
             NdRange::groups(nb, 16),
             &[
-                Arg::buf(gate),
-                Arg::buf(up),
-                Arg::buf(yq),
+                Arg::addr_at(gate, 0),
+                Arg::addr_at(up, 0),
+                Arg::addr_at(yq, 0),
                 Arg::i32(nb as i32),
             ],
         )

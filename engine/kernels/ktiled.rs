@@ -184,9 +184,10 @@ impl MatrixKernels {
             &k,
             NdRange::groups(w.n_out.div_ceil(TILE), TILE),
             &[
-                Arg::buf(tiled),
-                Arg::buf_at(x, x_row0 * w.n_in),
-                Arg::buf_at(y, y_row0 * w.n_out),
+                // addresses, not pointer arguments: see mmvq_ktiled.cpp
+                Arg::addr_at(tiled, 0),
+                Arg::addr_at(x, x_row0 * w.n_in),
+                Arg::addr_at(y, y_row0 * w.n_out),
                 Arg::i32(w.n_in as i32),
                 Arg::i32(w.n_out as i32),
             ],

@@ -156,10 +156,14 @@ impl MatrixKernels {
             .iter()
             .map(|m| m.n_out.div_ceil(tiled::TILE).div_ceil(per))
             .sum();
-        let w = |i: usize| mats.get(i).map_or(Arg::null(), |m| Arg::buf(m.tiles));
+        // addresses, not pointer arguments (Arg::addr_at): see mmvq_tiled.cpp
+        let w = |i: usize| {
+            mats.get(i)
+                .map_or(Arg::u64(0), |m| Arg::addr_at(m.tiles, 0))
+        };
         let y = |i: usize| {
             mats.get(i)
-                .map_or(Arg::null(), |m| Arg::buf_at(m.y, m.y_row0 * m.n_out))
+                .map_or(Arg::u64(0), |m| Arg::addr_at(m.y, m.y_row0 * m.n_out))
         };
         let n_out = |i: usize| Arg::i32(mats.get(i).map_or(0, |m| m.n_out as i32));
         q.launch(
@@ -169,11 +173,11 @@ impl MatrixKernels {
                 w(0),
                 w(1),
                 w(2),
-                Arg::buf_at(x, x_row0 * m0.n_in),
+                Arg::addr_at(x, x_row0 * m0.n_in),
                 y(0),
                 y(1),
                 y(2),
-                r.map_or(Arg::null(), |r| Arg::buf_at(r, m0.y_row0 * m0.n_out)),
+                r.map_or(Arg::u64(0), |r| Arg::addr_at(r, m0.y_row0 * m0.n_out)),
                 Arg::i32(m0.n_in as i32),
                 n_out(0),
                 n_out(1),

@@ -275,6 +275,20 @@ impl<'a> Arg<'a> {
     pub fn buf<T: Copy>(b: &'a DeviceBuffer<T>) -> Arg<'a> {
         Self::buf_at(b, 0)
     }
+    /// A buffer's device address as a u64 (`uint64_t` in the kernel, cast to a pointer there). The
+    /// OpenCL CPU runtime tracks every USM pointer argument of a launch (1.5-3 us each per
+    /// launch, docs/performance.md); an address is plain bytes. The kernel's reads and writes are
+    /// then invisible to the runtime's blocking free: only for buffers that outlive the queue's
+    /// work (weights, engine scratch), as `strata_free` cannot wait for them.
+    pub fn addr_at<T: Copy>(b: &'a DeviceBuffer<T>, offset: usize) -> Arg<'a> {
+        let offset = offset.min(b.len());
+        // wrapping_add: the pointer is never dereferenced on the host.
+        let p = b.as_ptr().wrapping_add(offset) as usize as u64;
+        Arg {
+            _life: PhantomData,
+            ..Arg::value(&p.to_ne_bytes())
+        }
+    }
     /// A pointer `offset` elements into a buffer (an offset past the end is clamped to the end).
     pub fn buf_at<T: Copy>(b: &'a DeviceBuffer<T>, offset: usize) -> Arg<'a> {
         let offset = offset.min(b.len());

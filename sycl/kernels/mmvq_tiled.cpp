@@ -286,6 +286,11 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
 #define KT_XS nullptr
 #endif
 
+// The buffers come as addresses (u64), not pointer arguments: the OpenCL CPU runtime does
+// bookkeeping per USM pointer argument of every launch (measured: 1.5-3 us per pointer, docs/
+// performance.md, session 4). `Arg::addr` on the Rust side.
+#define KT_PTR(T, a) reinterpret_cast<T *>(static_cast<uintptr_t>(a))
+
 // One kernel per column count (mmvq_tiled_t1 .. _t8): a switch on a run-time T inside one kernel
 // was linearised by the vectoriser into masked code with gathers (10x slower).
 // Up to three matrices with the same input x and n_in in one launch (q/k/v, gate/up): the first
@@ -296,15 +301,19 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
 #define KT_KERNEL(TT)                                                                           \
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                   \
   SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<TILE>))                            \
-  void mmvq_tiled_t##TT(const uint8_t *w0, /* tiles: (ceil(n_out0/16), n_in/32) records */      \
-                        const uint8_t *w1, /* (ceil(n_out1/16), n_in/32) records, or unused */  \
-                        const uint8_t *w2, /* (ceil(n_out2/16), n_in/32) records, or unused */  \
-                        const float *x,    /* (TT, n_in) */                                     \
-                        float *y0,         /* (TT, n_out0) */                                   \
-                        float *y1,         /* (TT, n_out1) */                                   \
-                        float *y2,         /* (TT, n_out2) */                                   \
-                        const float *r,    /* (TT, n_out0) residual, or null */                 \
+  void mmvq_tiled_t##TT(uint64_t a_w0, /* tiles: (ceil(n_out0/16), n_in/32) records */         \
+                        uint64_t a_w1, /* (ceil(n_out1/16), n_in/32) records, or 0 */           \
+                        uint64_t a_w2, /* (ceil(n_out2/16), n_in/32) records, or 0 */           \
+                        uint64_t a_x,  /* (TT, n_in) f32 */                                     \
+                        uint64_t a_y0, /* (TT, n_out0) f32 */                                   \
+                        uint64_t a_y1, /* (TT, n_out1) f32, or 0 */                             \
+                        uint64_t a_y2, /* (TT, n_out2) f32, or 0 */                             \
+                        uint64_t a_r,  /* (TT, n_out0) f32 residual, or 0 */                    \
                         int n_in, int n_out0, int n_out1, int n_out2) {                         \
+    const uint8_t *w0 = KT_PTR(const uint8_t, a_w0), *w1 = KT_PTR(const uint8_t, a_w1);         \
+    const uint8_t *w2 = KT_PTR(const uint8_t, a_w2);                                            \
+    const float *x = KT_PTR(const float, a_x), *r = KT_PTR(const float, a_r);                   \
+    float *y0 = KT_PTR(float, a_y0), *y1 = KT_PTR(float, a_y1), *y2 = KT_PTR(float, a_y2);      \
     constexpr int R = KT_R(TT);                                                                 \
     KT_XS_DECL(TT)                                                                              \
     auto it = syclext::this_work_item::get_nd_item<1>();                                        \

@@ -20,6 +20,10 @@ namespace syclexp = sycl::ext::oneapi::experimental;
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
       SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
 
+// Buffers come as addresses (u64), not pointer arguments: the OpenCL CPU runtime's per-launch
+// bookkeeping of USM pointer arguments costs 1.5-3 us each (mmvq_tiled.cpp, `Arg::addr_at`).
+#define ADDR_PTR(T, a) reinterpret_cast<T *>(static_cast<uintptr_t>(a))
+
 // Rotates one head row xr (normed first when QKNORM, weight nw, scale inv) and hands each
 // output element to put(index, value). Pairs are spread over the lanes, pass-through elements
 // too; every element of the row is put exactly once.
@@ -76,17 +80,21 @@ static inline void rope_kv(float *q, const float *k, const float *v, sycl::half 
 }
 
 #define ROPE_KV_ARGS                                                                               \
-  float *q,                /* (T, n_head * head_dim), rotated in place */                         \
-      const float *k,      /* (T, n_kv_head * head_dim), read only */                             \
-      const float *v,      /* (T, n_kv_head * head_dim) */                                        \
-      sycl::half *kc,      /* (n_kv_head, n_ctx, head_dim) */                                     \
-      sycl::half *vc,      /* (n_kv_head, n_ctx, head_dim) */                                     \
-      const int32_t *pos,  /* (T) */                                                              \
-      const float *freq,   /* (n_rot / 2) */                                                      \
-      const float *q_w,    /* (head_dim) q norm weight (qknorm kernels only) */                   \
-      const float *k_w,    /* (head_dim) k norm weight (qknorm kernels only) */                   \
+  uint64_t q,              /* (T, n_head * head_dim) f32, rotated in place */                     \
+      uint64_t k,          /* (T, n_kv_head * head_dim) f32, read only */                         \
+      uint64_t v,          /* (T, n_kv_head * head_dim) f32 */                                    \
+      uint64_t kc,         /* (n_kv_head, n_ctx, head_dim) f16 */                                 \
+      uint64_t vc,         /* (n_kv_head, n_ctx, head_dim) f16 */                                 \
+      uint64_t pos,        /* (T) i32 */                                                          \
+      uint64_t freq,       /* (n_rot / 2) f32 */                                                  \
+      uint64_t q_w,        /* (head_dim) f32 q norm weight (qknorm kernels only) */               \
+      uint64_t k_w,        /* (head_dim) f32 k norm weight (qknorm kernels only) */               \
       int T, int n_head, int n_kv_head, int head_dim, int n_rot, int n_ctx, float eps
-#define ROPE_KV_PASS q, k, v, kc, vc, pos, freq, q_w, k_w, T, n_head, n_kv_head, head_dim, n_rot, n_ctx, eps
+#define ROPE_KV_PASS                                                                               \
+  ADDR_PTR(float, q), ADDR_PTR(const float, k), ADDR_PTR(const float, v),                        \
+      ADDR_PTR(sycl::half, kc), ADDR_PTR(sycl::half, vc), ADDR_PTR(const int32_t, pos),          \
+      ADDR_PTR(const float, freq), ADDR_PTR(const float, q_w), ADDR_PTR(const float, k_w), T,    \
+      n_head, n_kv_head, head_dim, n_rot, n_ctx, eps
 
 STRATA_KERNEL void rope_kv_norm(ROPE_KV_ARGS) { rope_kv<false, false>(ROPE_KV_PASS); }
 STRATA_KERNEL void rope_kv_neox(ROPE_KV_ARGS) { rope_kv<true, false>(ROPE_KV_PASS); }
