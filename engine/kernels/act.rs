@@ -48,9 +48,9 @@ impl Elementwise {
             k,
             NdRange::d1(round_up(n, 256), 256),
             &[
-                Arg::addr_at(a, 0),
-                Arg::addr_at(b, 0),
-                Arg::addr_at(out, 0),
+                Arg::addr(a),
+                Arg::addr(b),
+                Arg::addr(out),
                 Arg::i32(n as i32),
             ],
         )
@@ -112,8 +112,8 @@ impl Elementwise {
             &self.scale,
             NdRange::d1(round_up(n, 256), 256),
             &[
-                Arg::addr_at(x, 0),
-                Arg::addr_at(out, 0),
+                Arg::addr(x),
+                Arg::addr(out),
                 Arg::i32(n as i32),
                 Arg::f32(s),
             ],

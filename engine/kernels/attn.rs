@@ -237,10 +237,10 @@ impl Attention {
             NdRange::groups(groups, 16),
             &[
                 // addresses, not pointer arguments, but for the reallocatable scratch: attn.cpp
-                Arg::addr_at(qrows, 0),
-                Arg::addr_at(kc, 0),
-                Arg::addr_at(vc, 0),
-                Arg::addr_at(pos, 0),
+                Arg::addr(qrows),
+                Arg::addr(kc),
+                Arg::addr(vc),
+                Arg::addr(pos),
                 Arg::buf(part),
                 Arg::i32(int(OP, "t", t)?),
                 Arg::i32(int(OP, "n_head", n_head)?),
@@ -256,8 +256,8 @@ impl Attention {
             NdRange::groups(t * n_head, 16),
             &[
                 Arg::buf(part),
-                Arg::addr_at(pos, 0),
-                Arg::addr_at(out, 0),
+                Arg::addr(pos),
+                Arg::addr(out),
                 Arg::i32(int(OP, "n_head", n_head)?),
                 Arg::i32(int(OP, "n_ctx", n_ctx)?),
                 Arg::i32(int(OP, "window", window)?),

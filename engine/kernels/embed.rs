@@ -80,9 +80,9 @@ impl Embed {
             k,
             NdRange::d1(global, 32),
             &[
-                Arg::addr_at(w, 0),
-                Arg::addr_at(ids, 0),
-                Arg::addr_at(out, 0),
+                Arg::addr(w),
+                Arg::addr(ids),
+                Arg::addr(out),
                 Arg::i32(int(OP, "n_embd", n_embd)?),
                 Arg::i32(int(OP, "n_vocab", n_vocab)?),
                 Arg::f32(scale),

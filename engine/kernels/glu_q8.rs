@@ -64,9 +64,9 @@ impl GluQ8 {
             k,
             NdRange::groups(nb, 16),
             &[
-                Arg::addr_at(gate, 0),
-                Arg::addr_at(up, 0),
-                Arg::addr_at(yq, 0),
+                Arg::addr(gate),
+                Arg::addr(up),
+                Arg::addr(yq),
                 Arg::i32(nb as i32),
             ],
         )

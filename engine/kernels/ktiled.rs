@@ -185,7 +185,7 @@ impl MatrixKernels {
             NdRange::groups(w.n_out.div_ceil(TILE), TILE),
             &[
                 // addresses, not pointer arguments: see mmvq_ktiled.cpp
-                Arg::addr_at(tiled, 0),
+                Arg::addr(tiled),
                 Arg::addr_at(x, x_row0 * w.n_in),
                 Arg::addr_at(y, y_row0 * w.n_out),
                 Arg::i32(w.n_in as i32),

@@ -157,10 +157,7 @@ impl MatrixKernels {
             .map(|m| m.n_out.div_ceil(tiled::TILE).div_ceil(per))
             .sum();
         // addresses, not pointer arguments (Arg::addr_at): see mmvq_tiled.cpp
-        let w = |i: usize| {
-            mats.get(i)
-                .map_or(Arg::u64(0), |m| Arg::addr_at(m.tiles, 0))
-        };
+        let w = |i: usize| mats.get(i).map_or(Arg::u64(0), |m| Arg::addr(m.tiles));
         let y = |i: usize| {
             mats.get(i)
                 .map_or(Arg::u64(0), |m| Arg::addr_at(m.y, m.y_row0 * m.n_out))

@@ -83,7 +83,7 @@ impl ActQ {
         q.launch(
             k,
             NdRange::groups(nb, 16),
-            &[Arg::addr_at(x, 0), Arg::addr_at(y, 0), Arg::i32(nb as i32)],
+            &[Arg::addr(x), Arg::addr(y), Arg::i32(nb as i32)],
         )?;
         Ok(())
     }

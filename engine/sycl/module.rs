@@ -280,6 +280,10 @@ impl<'a> Arg<'a> {
     /// launch, docs/performance.md); an address is plain bytes. The kernel's reads and writes are
     /// then invisible to the runtime's blocking free: only for buffers that outlive the queue's
     /// work (weights, engine scratch), as `strata_free` cannot wait for them.
+    pub fn addr<T: Copy>(b: &'a DeviceBuffer<T>) -> Arg<'a> {
+        Self::addr_at(b, 0)
+    }
+    /// `addr` of the element `offset` into the buffer (clamped to the end, as `buf_at`).
     pub fn addr_at<T: Copy>(b: &'a DeviceBuffer<T>, offset: usize) -> Arg<'a> {
         let offset = offset.min(b.len());
         // wrapping_add: the pointer is never dereferenced on the host.
