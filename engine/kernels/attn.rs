@@ -236,12 +236,12 @@ impl Attention {
             &self.part,
             NdRange::groups(groups, 16),
             &[
-                // addresses, not pointer arguments, but for the reallocatable scratch: attn.cpp
+                // addresses, not pointer arguments: sycl/kernels/addr.hpp
                 Arg::addr(qrows),
                 Arg::addr(kc),
                 Arg::addr(vc),
                 Arg::addr(pos),
-                Arg::buf(part),
+                Arg::addr(part),
                 Arg::i32(int(OP, "t", t)?),
                 Arg::i32(int(OP, "n_head", n_head)?),
                 Arg::i32(int(OP, "n_kv_head", n_kv_head)?),
@@ -255,7 +255,7 @@ impl Attention {
             &self.combine,
             NdRange::groups(t * n_head, 16),
             &[
-                Arg::buf(part),
+                Arg::addr(part),
                 Arg::addr(pos),
                 Arg::addr(out),
                 Arg::i32(int(OP, "n_head", n_head)?),

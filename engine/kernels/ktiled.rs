@@ -184,7 +184,7 @@ impl MatrixKernels {
             &k,
             NdRange::groups(w.n_out.div_ceil(TILE), TILE),
             &[
-                // addresses, not pointer arguments: see mmvq_ktiled.cpp
+                // addresses, not pointer arguments: sycl/kernels/addr.hpp
                 Arg::addr(tiled),
                 Arg::addr_at(x, x_row0 * w.n_in),
                 Arg::addr_at(y, y_row0 * w.n_out),

@@ -156,7 +156,7 @@ impl MatrixKernels {
             .iter()
             .map(|m| m.n_out.div_ceil(tiled::TILE).div_ceil(per))
             .sum();
-        // addresses, not pointer arguments (Arg::addr_at): see mmvq_tiled.cpp
+        // addresses, not pointer arguments: sycl/kernels/addr.hpp
         let w = |i: usize| mats.get(i).map_or(Arg::u64(0), |m| Arg::addr(m.tiles));
         let y = |i: usize| {
             mats.get(i)

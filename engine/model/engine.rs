@@ -582,17 +582,6 @@ pub struct Engine {
     graphs: StepGraphs,
 }
 
-impl Drop for Engine {
-    fn drop(&mut self) {
-        // The decode-path kernels take their buffers as addresses (`Arg::addr_at`), which the
-        // runtime's blocking free does not see: let queued launches finish before the weights,
-        // caches and scratch go. An error has nowhere to go here (nothing uses the queue after).
-        for s in &self.stages {
-            let _ = s.card.queue.wait();
-        }
-    }
-}
-
 impl Engine {
     /// Loads `path` onto `card`.
     pub fn load(path: &Path, card: Card, opts: &EngineOptions) -> Result<Engine, EngineError> {

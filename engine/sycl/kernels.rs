@@ -22,7 +22,8 @@ macro_rules! source {
 }
 
 /// A kernel file with shared inline pieces prepended (`sycl/kernels/<hdr>.hpp`, in order): the
-/// fused kernels and the unfused ones they replace compute with the very same code.
+/// fused kernels and the unfused ones they replace compute with the very same code; `addr.hpp`
+/// is the cast of the decode kernels' buffer addresses.
 macro_rules! source_with {
     ($name:literal, [$($hdr:literal),+]) => {
         KernelSource {
@@ -40,29 +41,29 @@ macro_rules! source_with {
 pub const REDUCE: KernelSource = source!("reduce");
 
 /// Embedding row fetch (Q8_0 / F16 / F32 token_embd).
-pub const EMBED: KernelSource = source!("embed");
+pub const EMBED: KernelSource = source_with!("embed", ["addr"]);
 /// RMSNorm, plain and fused with the residual add.
-pub const NORM: KernelSource = source_with!("norm", ["norm"]);
+pub const NORM: KernelSource = source_with!("norm", ["addr", "norm"]);
 /// Rotary position embedding, llama and neox.
 pub const ROPE: KernelSource = source_with!("rope", ["rope"]);
 /// KV cache write (f32 rows -> f16 cache).
 pub const KV: KernelSource = source!("kv");
 /// Causal GQA attention over the f16 KV cache (-DCFG_HD=<head_dim>).
-pub const ATTN: KernelSource = source_with!("attn", ["actq"]);
+pub const ATTN: KernelSource = source_with!("attn", ["addr", "actq"]);
 /// Attention for many query rows (the prompt path, T > 8; -DCFG_HD=<head_dim>).
 pub const ATTN_PREFILL: KernelSource = source!("attn_prefill");
 /// Row softmax.
 pub const SOFTMAX: KernelSource = source!("softmax");
 /// Element-wise: gated activations, add, scale.
-pub const ACT: KernelSource = source_with!("act", ["act"]);
+pub const ACT: KernelSource = source_with!("act", ["addr", "act"]);
 /// Activation rounding through 8-bit blocks (llama.cpp-compatible matmul inputs; model helper).
-pub const ACTQ: KernelSource = source_with!("actq", ["actq"]);
+pub const ACTQ: KernelSource = source_with!("actq", ["addr", "actq"]);
 /// RMSNorm (plain, residual-add variants) fused with the 8-bit rounding of its output.
-pub const NORM_Q8: KernelSource = source_with!("norm_q8", ["norm", "actq"]);
+pub const NORM_Q8: KernelSource = source_with!("norm_q8", ["addr", "norm", "actq"]);
 /// Gated activation (SiLU / GELU-tanh times up) fused with the 8-bit rounding of its output.
-pub const GLU_Q8: KernelSource = source_with!("glu_q8", ["act", "actq"]);
+pub const GLU_Q8: KernelSource = source_with!("glu_q8", ["addr", "act", "actq"]);
 /// RoPE on q and k + the f16 KV-cache store (+ Gemma's per-head q/k norms) in one launch.
-pub const ROPE_KV: KernelSource = source_with!("rope_kv", ["norm", "rope"]);
+pub const ROPE_KV: KernelSource = source_with!("rope_kv", ["addr", "norm", "rope"]);
 
 /// Matrix products (engine/kernels/{mmvq,matmul}.rs): the per-format decode traits of
 /// `qformats.hpp` prepended to each family's kernel.
@@ -84,9 +85,9 @@ pub const MATMUL: KernelSource = source_qformats!("matmul");
 /// The opt-in KREG mmvq family (STRATA_MMVQ_KREG=1), self-contained: engine/kernels/mmvq_kreg.rs.
 pub const MMVQ_KREG: KernelSource = source!("mmvq_kreg");
 /// mmvq on weights repacked one lane per row (engine/kernels/tiled.rs).
-pub const MMVQ_TILED: KernelSource = source!("mmvq_tiled");
+pub const MMVQ_TILED: KernelSource = source_with!("mmvq_tiled", ["addr"]);
 /// mmvq on K-quant weights repacked one lane per row (engine/kernels/ktiled.rs).
-pub const MMVQ_KTILED: KernelSource = source!("mmvq_ktiled");
+pub const MMVQ_KTILED: KernelSource = source_with!("mmvq_ktiled", ["addr"]);
 
 /// Device read-bandwidth probe (benches/bandwidth.rs).
 pub const BANDWIDTH: KernelSource = source!("bandwidth");

@@ -275,11 +275,10 @@ impl<'a> Arg<'a> {
     pub fn buf<T: Copy>(b: &'a DeviceBuffer<T>) -> Arg<'a> {
         Self::buf_at(b, 0)
     }
-    /// A buffer's device address as a u64 (`uint64_t` in the kernel, cast to a pointer there). The
-    /// OpenCL CPU runtime tracks every USM pointer argument of a launch (1.5-3 us each per
-    /// launch, docs/performance.md); an address is plain bytes. The kernel's reads and writes are
-    /// then invisible to the runtime's blocking free: only for buffers that outlive the queue's
-    /// work (weights, engine scratch), as `strata_free` cannot wait for them.
+    /// A buffer's device address as a u64 (`uint64_t` in the kernel, cast back with `STRATA_ADDR`,
+    /// sycl/kernels/addr.hpp). The OpenCL CPU runtime does bookkeeping for every USM pointer
+    /// argument of a launch (1.5-3 us each, docs/performance.md); an address is plain bytes. Safe
+    /// for a buffer used on its own queue: its drop waits for that queue before freeing.
     pub fn addr<T: Copy>(b: &'a DeviceBuffer<T>) -> Arg<'a> {
         Self::addr_at(b, 0)
     }

@@ -13,10 +13,6 @@ namespace syclexp = sycl::ext::oneapi::experimental;
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
       SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
 
-// Buffers come as addresses (u64), not pointer arguments: the OpenCL CPU runtime's per-launch
-// bookkeeping of USM pointer arguments costs 1.5-3 us each (mmvq_tiled.cpp, `Arg::addr_at`).
-#define ADDR_PTR(T, a) reinterpret_cast<T *>(static_cast<uintptr_t>(a))
-
 // uniform base + lane, so loads and stores vectorise on the CPU device
 static inline size_t elem_index() {
   auto it = syclext::this_work_item::get_nd_item<1>();
@@ -27,11 +23,11 @@ static inline size_t elem_index() {
 
 STRATA_KERNEL void silu_mul(uint64_t a_gate, // (n)
                             uint64_t a_up,   // (n)
-                            uint64_t a_out,        // (n)
+                            uint64_t a_out,  // (n)
                             int n) {
-  const float *gate = ADDR_PTR(const float, a_gate);
-  const float *up = ADDR_PTR(const float, a_up);
-  float *out = ADDR_PTR(float, a_out);
+  const float *gate = STRATA_ADDR(const float, a_gate);
+  const float *up = STRATA_ADDR(const float, a_up);
+  float *out = STRATA_ADDR(float, a_out);
   const size_t i = elem_index();
   if (i >= (size_t)n) return;
   out[i] = silu_mul1(gate[i], up[i]); // act.hpp
@@ -39,33 +35,33 @@ STRATA_KERNEL void silu_mul(uint64_t a_gate, // (n)
 
 STRATA_KERNEL void gelu_mul(uint64_t a_gate, // (n)
                             uint64_t a_up,   // (n)
-                            uint64_t a_out,        // (n)
+                            uint64_t a_out,  // (n)
                             int n) {
-  const float *gate = ADDR_PTR(const float, a_gate);
-  const float *up = ADDR_PTR(const float, a_up);
-  float *out = ADDR_PTR(float, a_out);
+  const float *gate = STRATA_ADDR(const float, a_gate);
+  const float *up = STRATA_ADDR(const float, a_up);
+  float *out = STRATA_ADDR(float, a_out);
   const size_t i = elem_index();
   if (i >= (size_t)n) return;
   out[i] = gelu_mul1(gate[i], up[i]); // act.hpp
 }
 
 STRATA_KERNEL void add_f32(uint64_t a_a, // (n)
-                       uint64_t a_b, // (n)
-                       uint64_t a_out,     // (n)
+                       uint64_t a_b,     // (n)
+                       uint64_t a_out,   // (n)
                        int n) {
-  const float *a = ADDR_PTR(const float, a_a);
-  const float *b = ADDR_PTR(const float, a_b);
-  float *out = ADDR_PTR(float, a_out);
+  const float *a = STRATA_ADDR(const float, a_a);
+  const float *b = STRATA_ADDR(const float, a_b);
+  float *out = STRATA_ADDR(float, a_out);
   const size_t i = elem_index();
   if (i >= (size_t)n) return;
   out[i] = a[i] + b[i];
 }
 
 STRATA_KERNEL void scale_f32(uint64_t a_x, // (n)
-                         uint64_t a_out,     // (n)
+                         uint64_t a_out,   // (n)
                          int n, float s) {
-  const float *x = ADDR_PTR(const float, a_x);
-  float *out = ADDR_PTR(float, a_out);
+  const float *x = STRATA_ADDR(const float, a_x);
+  float *out = STRATA_ADDR(float, a_out);
   const size_t i = elem_index();
   if (i >= (size_t)n) return;
   out[i] = x[i] * s;

@@ -14,15 +14,11 @@ namespace syclexp = sycl::ext::oneapi::experimental;
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
       SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
 
-// Buffers come as addresses (u64), not pointer arguments: the OpenCL CPU runtime's per-launch
-// bookkeeping of USM pointer arguments costs 1.5-3 us each (mmvq_tiled.cpp, `Arg::addr_at`).
-#define ADDR_PTR(T, a) reinterpret_cast<T *>(static_cast<uintptr_t>(a))
-
 STRATA_KERNEL void act_q8_32(uint64_t a_x, // (n_blocks * 32)
-                             uint64_t a_y,       // (n_blocks * 32)
+                             uint64_t a_y, // (n_blocks * 32)
                              int n_blocks) {
-  const float *x = ADDR_PTR(const float, a_x);
-  float *y = ADDR_PTR(float, a_y);
+  const float *x = STRATA_ADDR(const float, a_x);
+  float *y = STRATA_ADDR(float, a_y);
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
   const int lane = (int)sg.get_local_id()[0];
@@ -37,10 +33,10 @@ STRATA_KERNEL void act_q8_32(uint64_t a_x, // (n_blocks * 32)
 }
 
 STRATA_KERNEL void act_q8_256(uint64_t a_x, // (n_blocks * 256)
-                              uint64_t a_y,       // (n_blocks * 256)
+                              uint64_t a_y, // (n_blocks * 256)
                               int n_blocks) {
-  const float *x = ADDR_PTR(const float, a_x);
-  float *y = ADDR_PTR(float, a_y);
+  const float *x = STRATA_ADDR(const float, a_x);
+  float *y = STRATA_ADDR(float, a_y);
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
   const int lane = (int)sg.get_local_id()[0];

@@ -150,23 +150,18 @@ static inline void part_body(sycl::nd_item<1> it, float (&pk)[16], const float *
   }
 }
 
-// q, the caches, pos and out come as addresses (u64), not pointer arguments: the OpenCL CPU
-// runtime's per-launch bookkeeping of USM pointer arguments costs 1.5-3 us each (mmvq_tiled.cpp,
-// `Arg::addr_at`). `part` stays a pointer: its scratch can be reallocated while launches that
-// use it are queued, and only a pointer argument makes the runtime's blocking free wait for them.
-#define ATTN_PTR(T, a) reinterpret_cast<T *>(static_cast<uintptr_t>(a))
-
 STRATA_KERNEL void attn_part(uint64_t a_q,   // (T, n_head * CFG_HD) f32
                              uint64_t a_kc,  // (n_kv_head, n_ctx, CFG_HD) f16
                              uint64_t a_vc,  // (n_kv_head, n_ctx, CFG_HD) f16
                              uint64_t a_pos, // (T) i32
-                             float *part,    // (T, n_head, n_chunks, CFG_R)
+                             uint64_t a_part, // (T, n_head, n_chunks, CFG_R) f32
                              int T, int n_head, int n_kv_head, int n_ctx, int window, float scale,
                              int n_slices) {
-  const float *q = ATTN_PTR(const float, a_q);
-  const sycl::half *kc = ATTN_PTR(const sycl::half, a_kc);
-  const sycl::half *vc = ATTN_PTR(const sycl::half, a_vc);
-  const int32_t *pos = ATTN_PTR(const int32_t, a_pos);
+  const float *q = STRATA_ADDR(const float, a_q);
+  const sycl::half *kc = STRATA_ADDR(const sycl::half, a_kc);
+  const sycl::half *vc = STRATA_ADDR(const sycl::half, a_vc);
+  const int32_t *pos = STRATA_ADDR(const int32_t, a_pos);
+  float *part = STRATA_ADDR(float, a_part);
   static syclexp::work_group_static<float[16]> pk_mem; // the 16 weights of a block, for broadcast
   part_body(syclext::this_work_item::get_nd_item<1>(), pk_mem, q, kc, vc, pos, part, T, n_head,
             n_kv_head, n_ctx, window, scale, n_slices);
@@ -223,12 +218,13 @@ static inline void combine_one(sycl::sub_group sg, size_t g, const float *part,
 
 // grid: T * n_head work-groups of 16, one per (t, h). round_block 0 / 32 / 256: see combine_one
 // (the output projection's 8-bit rounding done here saves its launch).
-STRATA_KERNEL void attn_combine(const float *part, // (T, n_head, n_chunks, CFG_R)
+STRATA_KERNEL void attn_combine(uint64_t a_part,   // (T, n_head, n_chunks, CFG_R) f32
                                 uint64_t a_pos,    // (T) i32
                                 uint64_t a_out,    // (T, n_head * CFG_HD) f32
                                 int n_head, int n_ctx, int window, int round_block) {
-  const int32_t *pos = ATTN_PTR(const int32_t, a_pos);
-  float *out = ATTN_PTR(float, a_out);
+  const float *part = STRATA_ADDR(const float, a_part);
+  const int32_t *pos = STRATA_ADDR(const int32_t, a_pos);
+  float *out = STRATA_ADDR(float, a_out);
   auto it = syclext::this_work_item::get_nd_item<1>();
   combine_one(it.get_sub_group(), it.get_group(0), part, pos, out, n_head, n_ctx, window,
               round_block);

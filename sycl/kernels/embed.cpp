@@ -11,10 +11,6 @@ namespace syclexp = sycl::ext::oneapi::experimental;
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
       SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
 
-// Buffers come as addresses (u64), not pointer arguments: the OpenCL CPU runtime's per-launch
-// bookkeeping of USM pointer arguments costs 1.5-3 us each (mmvq_tiled.cpp, `Arg::addr_at`).
-#define ADDR_PTR(T, a) reinterpret_cast<T *>(static_cast<uintptr_t>(a))
-
 // Element e of row `row` handled by this work-item, and whether the id is usable.
 struct EmbedPos {
   int t, e;
@@ -33,11 +29,11 @@ static inline EmbedPos embed_pos(int n_embd) {
 // Q8_0 block: half d; int8 qs[32] (34 bytes, 8.5 bits per weight); value = d * qs[i].
 STRATA_KERNEL void embed_q8_0(uint64_t a_w,   // (n_vocab, n_embd) Q8_0, n_embd % 32 == 0
                               uint64_t a_ids, // (T)
-                              uint64_t a_out,         // (T, n_embd)
+                              uint64_t a_out, // (T, n_embd)
                               int n_embd, int n_vocab, float scale) {
-  const uint8_t *w = ADDR_PTR(const uint8_t, a_w);
-  const int32_t *ids = ADDR_PTR(const int32_t, a_ids);
-  float *out = ADDR_PTR(float, a_out);
+  const uint8_t *w = STRATA_ADDR(const uint8_t, a_w);
+  const int32_t *ids = STRATA_ADDR(const int32_t, a_ids);
+  float *out = STRATA_ADDR(float, a_out);
   EmbedPos p = embed_pos(n_embd);
   if (p.e >= n_embd) return;
   const int id = ids[p.t];
@@ -54,13 +50,13 @@ STRATA_KERNEL void embed_q8_0(uint64_t a_w,   // (n_vocab, n_embd) Q8_0, n_embd 
   out[(size_t)p.t * n_embd + p.e] = v;
 }
 
-STRATA_KERNEL void embed_f16(uint64_t a_w, // (n_vocab, n_embd)
-                             uint64_t a_ids,  // (T)
-                             uint64_t a_out,          // (T, n_embd)
+STRATA_KERNEL void embed_f16(uint64_t a_w,   // (n_vocab, n_embd)
+                             uint64_t a_ids, // (T)
+                             uint64_t a_out, // (T, n_embd)
                              int n_embd, int n_vocab, float scale) {
-  const sycl::half *w = ADDR_PTR(const sycl::half, a_w);
-  const int32_t *ids = ADDR_PTR(const int32_t, a_ids);
-  float *out = ADDR_PTR(float, a_out);
+  const sycl::half *w = STRATA_ADDR(const sycl::half, a_w);
+  const int32_t *ids = STRATA_ADDR(const int32_t, a_ids);
+  float *out = STRATA_ADDR(float, a_out);
   EmbedPos p = embed_pos(n_embd);
   if (p.e >= n_embd) return;
   const int id = ids[p.t];
@@ -69,13 +65,13 @@ STRATA_KERNEL void embed_f16(uint64_t a_w, // (n_vocab, n_embd)
   out[(size_t)p.t * n_embd + p.e] = v;
 }
 
-STRATA_KERNEL void embed_f32(uint64_t a_w,     // (n_vocab, n_embd)
+STRATA_KERNEL void embed_f32(uint64_t a_w,   // (n_vocab, n_embd)
                              uint64_t a_ids, // (T)
-                             uint64_t a_out,         // (T, n_embd)
+                             uint64_t a_out, // (T, n_embd)
                              int n_embd, int n_vocab, float scale) {
-  const float *w = ADDR_PTR(const float, a_w);
-  const int32_t *ids = ADDR_PTR(const int32_t, a_ids);
-  float *out = ADDR_PTR(float, a_out);
+  const float *w = STRATA_ADDR(const float, a_w);
+  const int32_t *ids = STRATA_ADDR(const int32_t, a_ids);
+  float *out = STRATA_ADDR(float, a_out);
   EmbedPos p = embed_pos(n_embd);
   if (p.e >= n_embd) return;
   const int id = ids[p.t];

@@ -14,10 +14,6 @@ namespace syclexp = sycl::ext::oneapi::experimental;
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
       SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
 
-// Buffers come as addresses (u64), not pointer arguments: the OpenCL CPU runtime's per-launch
-// bookkeeping of USM pointer arguments costs 1.5-3 us each (mmvq_tiled.cpp, `Arg::addr_at`).
-#define ADDR_PTR(T, a) reinterpret_cast<T *>(static_cast<uintptr_t>(a))
-
 template <int B, bool GELU>
 static inline void glu_q8(const float *gate, const float *up, float *yq, int n_blocks) {
   auto it = syclext::this_work_item::get_nd_item<1>();
@@ -44,37 +40,37 @@ static inline void glu_q8(const float *gate, const float *up, float *yq, int n_b
 
 STRATA_KERNEL void silu_mul_q8_32(uint64_t a_gate, // (n)
                                   uint64_t a_up,   // (n)
-                                  uint64_t a_yq,         // (n) rounded; may alias gate or up
+                                  uint64_t a_yq,   // (n) rounded; may alias gate or up
                                   int n_blocks) {
-  const float *gate = ADDR_PTR(const float, a_gate);
-  const float *up = ADDR_PTR(const float, a_up);
-  float *yq = ADDR_PTR(float, a_yq);
+  const float *gate = STRATA_ADDR(const float, a_gate);
+  const float *up = STRATA_ADDR(const float, a_up);
+  float *yq = STRATA_ADDR(float, a_yq);
   glu_q8<32, false>(gate, up, yq, n_blocks);
 }
 STRATA_KERNEL void silu_mul_q8_256(uint64_t a_gate, // (n)
                                    uint64_t a_up,   // (n)
-                                   uint64_t a_yq,         // (n) rounded; may alias gate or up
+                                   uint64_t a_yq,   // (n) rounded; may alias gate or up
                                    int n_blocks) {
-  const float *gate = ADDR_PTR(const float, a_gate);
-  const float *up = ADDR_PTR(const float, a_up);
-  float *yq = ADDR_PTR(float, a_yq);
+  const float *gate = STRATA_ADDR(const float, a_gate);
+  const float *up = STRATA_ADDR(const float, a_up);
+  float *yq = STRATA_ADDR(float, a_yq);
   glu_q8<256, false>(gate, up, yq, n_blocks);
 }
 STRATA_KERNEL void gelu_mul_q8_32(uint64_t a_gate, // (n)
                                   uint64_t a_up,   // (n)
-                                  uint64_t a_yq,         // (n) rounded; may alias gate or up
+                                  uint64_t a_yq,   // (n) rounded; may alias gate or up
                                   int n_blocks) {
-  const float *gate = ADDR_PTR(const float, a_gate);
-  const float *up = ADDR_PTR(const float, a_up);
-  float *yq = ADDR_PTR(float, a_yq);
+  const float *gate = STRATA_ADDR(const float, a_gate);
+  const float *up = STRATA_ADDR(const float, a_up);
+  float *yq = STRATA_ADDR(float, a_yq);
   glu_q8<32, true>(gate, up, yq, n_blocks);
 }
 STRATA_KERNEL void gelu_mul_q8_256(uint64_t a_gate, // (n)
                                    uint64_t a_up,   // (n)
-                                   uint64_t a_yq,         // (n) rounded; may alias gate or up
+                                   uint64_t a_yq,   // (n) rounded; may alias gate or up
                                    int n_blocks) {
-  const float *gate = ADDR_PTR(const float, a_gate);
-  const float *up = ADDR_PTR(const float, a_up);
-  float *yq = ADDR_PTR(float, a_yq);
+  const float *gate = STRATA_ADDR(const float, a_gate);
+  const float *up = STRATA_ADDR(const float, a_up);
+  float *yq = STRATA_ADDR(float, a_yq);
   glu_q8<256, true>(gate, up, yq, n_blocks);
 }

@@ -213,10 +213,7 @@ static inline void kk_run(const uint8_t *wt, const float *x, float *y, int n_in,
 #endif
 
 // One kernel per column count (mmvq_ktiled_t1 .. _t8), as mmvq_tiled.cpp: a run-time T inside
-// one kernel is linearised by the vectoriser into masked code.
-// Buffers come as addresses (u64), not pointer arguments: the OpenCL CPU runtime's per-launch
-// bookkeeping of USM pointer arguments costs 1.5-3 us each (mmvq_tiled.cpp, `Arg::addr_at`).
-#define KK_PTR(T, a) reinterpret_cast<T *>(static_cast<uintptr_t>(a))
+// one kernel is linearised by the vectoriser into masked code. Buffers as addresses: addr.hpp.
 #define KK_KERNEL(TT)                                                                           \
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                   \
   SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<TILE>))                            \
@@ -224,9 +221,9 @@ static inline void kk_run(const uint8_t *wt, const float *x, float *y, int n_in,
                          uint64_t a_x, /* (TT, n_in) f32 */                                     \
                          uint64_t a_y, /* (TT, n_out) f32 */                                    \
                          int n_in, int n_out) {                                                 \
-    const uint8_t *w = KK_PTR(const uint8_t, a_w);                                              \
-    const float *x = KK_PTR(const float, a_x);                                                  \
-    float *y = KK_PTR(float, a_y);                                                              \
+    const uint8_t *w = STRATA_ADDR(const uint8_t, a_w);                                            \
+    const float *x = STRATA_ADDR(const float, a_x);                                                \
+    float *y = STRATA_ADDR(float, a_y);                                                            \
     auto it = syclext::this_work_item::get_nd_item<1>();                                        \
     const int lane = (int)it.get_sub_group().get_local_linear_id();                             \
     const size_t tile = it.get_group(0); /* one 16-lane work-group per tile */                  \

@@ -286,11 +286,6 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
 #define KT_XS nullptr
 #endif
 
-// The buffers come as addresses (u64), not pointer arguments: the OpenCL CPU runtime does
-// bookkeeping per USM pointer argument of every launch (measured: 1.5-3 us per pointer, docs/
-// performance.md, session 4). `Arg::addr` on the Rust side.
-#define KT_PTR(T, a) reinterpret_cast<T *>(static_cast<uintptr_t>(a))
-
 // One kernel per column count (mmvq_tiled_t1 .. _t8): a switch on a run-time T inside one kernel
 // was linearised by the vectoriser into masked code with gathers (10x slower).
 // Up to three matrices with the same input x and n_in in one launch (q/k/v, gate/up): the first
@@ -310,10 +305,14 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
                         uint64_t a_y2, /* (TT, n_out2) f32, or 0 */                             \
                         uint64_t a_r,  /* (TT, n_out0) f32 residual, or 0 */                    \
                         int n_in, int n_out0, int n_out1, int n_out2) {                         \
-    const uint8_t *w0 = KT_PTR(const uint8_t, a_w0), *w1 = KT_PTR(const uint8_t, a_w1);         \
-    const uint8_t *w2 = KT_PTR(const uint8_t, a_w2);                                            \
-    const float *x = KT_PTR(const float, a_x), *r = KT_PTR(const float, a_r);                   \
-    float *y0 = KT_PTR(float, a_y0), *y1 = KT_PTR(float, a_y1), *y2 = KT_PTR(float, a_y2);      \
+    /* the buffers as addresses: addr.hpp */                                                       \
+    const uint8_t *w0 = STRATA_ADDR(const uint8_t, a_w0);                                          \
+    const uint8_t *w1 = STRATA_ADDR(const uint8_t, a_w1);                                          \
+    const uint8_t *w2 = STRATA_ADDR(const uint8_t, a_w2);                                          \
+    const float *x = STRATA_ADDR(const float, a_x);                                                \
+    const float *r = STRATA_ADDR(const float, a_r);                                                \
+    float *y0 = STRATA_ADDR(float, a_y0), *y1 = STRATA_ADDR(float, a_y1);                          \
+    float *y2 = STRATA_ADDR(float, a_y2);                                                          \
     constexpr int R = KT_R(TT);                                                                 \
     KT_XS_DECL(TT)                                                                              \
     auto it = syclext::this_work_item::get_nd_item<1>();                                        \

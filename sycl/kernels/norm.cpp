@@ -12,19 +12,15 @@ namespace syclexp = sycl::ext::oneapi::experimental;
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
       SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
 
-// Buffers come as addresses (u64), not pointer arguments: the OpenCL CPU runtime's per-launch
-// bookkeeping of USM pointer arguments costs 1.5-3 us each (mmvq_tiled.cpp, `Arg::addr_at`).
-#define ADDR_PTR(T, a) reinterpret_cast<T *>(static_cast<uintptr_t>(a))
-
 // row_inv_rms: norm.hpp (prepended by engine/sycl/kernels.rs)
 
 STRATA_KERNEL void rms_norm(uint64_t a_x, // (rows, n)
                             uint64_t a_w, // (n)
-                            uint64_t a_y,       // (rows, n); may alias x
+                            uint64_t a_y, // (rows, n); may alias x
                             int n, float eps) {
-  const float *x = ADDR_PTR(const float, a_x);
-  const float *w = ADDR_PTR(const float, a_w);
-  float *y = ADDR_PTR(float, a_y);
+  const float *x = STRATA_ADDR(const float, a_x);
+  const float *w = STRATA_ADDR(const float, a_w);
+  float *y = STRATA_ADDR(float, a_y);
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
   const int lane = (int)sg.get_local_id()[0];
@@ -40,15 +36,15 @@ STRATA_KERNEL void rms_norm(uint64_t a_x, // (rows, n)
 
 // Pre-norm with the residual add folded in (llama: x += attn_out; h = norm(x)):
 // res = res + a; y = rms_norm(res) * w.
-STRATA_KERNEL void add_rms_norm(uint64_t a_res,     // (rows, n) residual, updated in place
-                                uint64_t a_a, // (rows, n) added to the residual
-                                uint64_t a_w, // (n)
-                                uint64_t a_y,       // (rows, n) normed output
+STRATA_KERNEL void add_rms_norm(uint64_t a_res, // (rows, n) residual, updated in place
+                                uint64_t a_a,   // (rows, n) added to the residual
+                                uint64_t a_w,   // (n)
+                                uint64_t a_y,   // (rows, n) normed output
                                 int n, float eps) {
-  float *res = ADDR_PTR(float, a_res);
-  const float *a = ADDR_PTR(const float, a_a);
-  const float *w = ADDR_PTR(const float, a_w);
-  float *y = ADDR_PTR(float, a_y);
+  float *res = STRATA_ADDR(float, a_res);
+  const float *a = STRATA_ADDR(const float, a_a);
+  const float *w = STRATA_ADDR(const float, a_w);
+  float *y = STRATA_ADDR(float, a_y);
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
   const int lane = (int)sg.get_local_id()[0];
@@ -70,13 +66,13 @@ STRATA_KERNEL void add_rms_norm(uint64_t a_res,     // (rows, n) residual, updat
 
 // Post-norm added to the residual (Gemma's post_attention_norm / post_ffw_norm):
 // res = res + rms_norm(a) * w.
-STRATA_KERNEL void rms_norm_add(uint64_t a_a, // (rows, n)
-                                uint64_t a_w, // (n)
-                                uint64_t a_res,     // (rows, n) residual, updated in place
+STRATA_KERNEL void rms_norm_add(uint64_t a_a,   // (rows, n)
+                                uint64_t a_w,   // (n)
+                                uint64_t a_res, // (rows, n) residual, updated in place
                                 int n, float eps) {
-  const float *a = ADDR_PTR(const float, a_a);
-  const float *w = ADDR_PTR(const float, a_w);
-  float *res = ADDR_PTR(float, a_res);
+  const float *a = STRATA_ADDR(const float, a_a);
+  const float *w = STRATA_ADDR(const float, a_w);
+  float *res = STRATA_ADDR(float, a_res);
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
   const int lane = (int)sg.get_local_id()[0];

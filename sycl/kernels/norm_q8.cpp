@@ -19,10 +19,6 @@ namespace syclexp = sycl::ext::oneapi::experimental;
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
       SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
 
-// Buffers come as addresses (u64), not pointer arguments: the OpenCL CPU runtime's per-launch
-// bookkeeping of USM pointer arguments costs 1.5-3 us each (mmvq_tiled.cpp, `Arg::addr_at`).
-#define ADDR_PTR(T, a) reinterpret_cast<T *>(static_cast<uintptr_t>(a))
-
 // Writes round_B(val(i)) for i < n into yr, block by block; val(i) is only asked for elements
 // this lane owns (i % 16 == lane).
 template <int B, typename F>
@@ -88,71 +84,71 @@ static inline void norm_add_norm_q8(const float *a, const float *w1, float *res,
   store_rounded<B>(sg, lane, n, yq + row * n, [&](int i) { return (rr[i] * inv2) * w2[i]; });
 }
 
-STRATA_KERNEL void rms_norm_q8_32(uint64_t a_x, // (rows, n)
-                                  uint64_t a_w, // (n)
-                                  uint64_t a_yq,      // (rows, n) rounded; may alias x
+STRATA_KERNEL void rms_norm_q8_32(uint64_t a_x,  // (rows, n)
+                                  uint64_t a_w,  // (n)
+                                  uint64_t a_yq, // (rows, n) rounded; may alias x
                                   int n, float eps) {
-  const float *x = ADDR_PTR(const float, a_x);
-  const float *w = ADDR_PTR(const float, a_w);
-  float *yq = ADDR_PTR(float, a_yq);
+  const float *x = STRATA_ADDR(const float, a_x);
+  const float *w = STRATA_ADDR(const float, a_w);
+  float *yq = STRATA_ADDR(float, a_yq);
   rms_norm_q8<32>(x, w, yq, n, eps);
 }
-STRATA_KERNEL void rms_norm_q8_256(uint64_t a_x, // (rows, n)
-                                   uint64_t a_w, // (n)
-                                   uint64_t a_yq,      // (rows, n) rounded; may alias x
+STRATA_KERNEL void rms_norm_q8_256(uint64_t a_x,  // (rows, n)
+                                   uint64_t a_w,  // (n)
+                                   uint64_t a_yq, // (rows, n) rounded; may alias x
                                    int n, float eps) {
-  const float *x = ADDR_PTR(const float, a_x);
-  const float *w = ADDR_PTR(const float, a_w);
-  float *yq = ADDR_PTR(float, a_yq);
+  const float *x = STRATA_ADDR(const float, a_x);
+  const float *w = STRATA_ADDR(const float, a_w);
+  float *yq = STRATA_ADDR(float, a_yq);
   rms_norm_q8<256>(x, w, yq, n, eps);
 }
 
-STRATA_KERNEL void add_rms_norm_q8_32(uint64_t a_res,     // (rows, n) residual, updated in place
-                                      uint64_t a_a, // (rows, n) added to the residual
-                                      uint64_t a_w, // (n)
-                                      uint64_t a_yq,      // (rows, n) rounded normed output
+STRATA_KERNEL void add_rms_norm_q8_32(uint64_t a_res, // (rows, n) residual, updated in place
+                                      uint64_t a_a,   // (rows, n) added to the residual
+                                      uint64_t a_w,   // (n)
+                                      uint64_t a_yq,  // (rows, n) rounded normed output
                                       int n, float eps) {
-  float *res = ADDR_PTR(float, a_res);
-  const float *a = ADDR_PTR(const float, a_a);
-  const float *w = ADDR_PTR(const float, a_w);
-  float *yq = ADDR_PTR(float, a_yq);
+  float *res = STRATA_ADDR(float, a_res);
+  const float *a = STRATA_ADDR(const float, a_a);
+  const float *w = STRATA_ADDR(const float, a_w);
+  float *yq = STRATA_ADDR(float, a_yq);
   add_rms_norm_q8<32>(res, a, w, yq, n, eps);
 }
-STRATA_KERNEL void add_rms_norm_q8_256(uint64_t a_res,     // (rows, n) residual, updated in place
-                                       uint64_t a_a, // (rows, n) added to the residual
-                                       uint64_t a_w, // (n)
-                                       uint64_t a_yq,      // (rows, n) rounded normed output
+STRATA_KERNEL void add_rms_norm_q8_256(uint64_t a_res, // (rows, n) residual, updated in place
+                                       uint64_t a_a,   // (rows, n) added to the residual
+                                       uint64_t a_w,   // (n)
+                                       uint64_t a_yq,  // (rows, n) rounded normed output
                                        int n, float eps) {
-  float *res = ADDR_PTR(float, a_res);
-  const float *a = ADDR_PTR(const float, a_a);
-  const float *w = ADDR_PTR(const float, a_w);
-  float *yq = ADDR_PTR(float, a_yq);
+  float *res = STRATA_ADDR(float, a_res);
+  const float *a = STRATA_ADDR(const float, a_a);
+  const float *w = STRATA_ADDR(const float, a_w);
+  float *yq = STRATA_ADDR(float, a_yq);
   add_rms_norm_q8<256>(res, a, w, yq, n, eps);
 }
 
-STRATA_KERNEL void norm_add_norm_q8_32(uint64_t a_a,  // (rows, n) normed, then added
-                                       uint64_t a_w1, // (n) norm weight of a
-                                       uint64_t a_res,      // (rows, n) residual, updated in place
-                                       uint64_t a_w2, // (n) norm weight of the new residual
-                                       uint64_t a_yq,       // (rows, n) rounded normed output
+STRATA_KERNEL void norm_add_norm_q8_32(uint64_t a_a,   // (rows, n) normed, then added
+                                       uint64_t a_w1,  // (n) norm weight of a
+                                       uint64_t a_res, // (rows, n) residual, updated in place
+                                       uint64_t a_w2,  // (n) norm weight of the new residual
+                                       uint64_t a_yq,  // (rows, n) rounded normed output
                                        int n, float eps) {
-  const float *a = ADDR_PTR(const float, a_a);
-  const float *w1 = ADDR_PTR(const float, a_w1);
-  float *res = ADDR_PTR(float, a_res);
-  const float *w2 = ADDR_PTR(const float, a_w2);
-  float *yq = ADDR_PTR(float, a_yq);
+  const float *a = STRATA_ADDR(const float, a_a);
+  const float *w1 = STRATA_ADDR(const float, a_w1);
+  float *res = STRATA_ADDR(float, a_res);
+  const float *w2 = STRATA_ADDR(const float, a_w2);
+  float *yq = STRATA_ADDR(float, a_yq);
   norm_add_norm_q8<32>(a, w1, res, w2, yq, n, eps);
 }
-STRATA_KERNEL void norm_add_norm_q8_256(uint64_t a_a,  // (rows, n) normed, then added
-                                        uint64_t a_w1, // (n) norm weight of a
-                                        uint64_t a_res,      // (rows, n) residual, updated in place
-                                        uint64_t a_w2, // (n) norm weight of the new residual
-                                        uint64_t a_yq,       // (rows, n) rounded normed output
+STRATA_KERNEL void norm_add_norm_q8_256(uint64_t a_a,   // (rows, n) normed, then added
+                                        uint64_t a_w1,  // (n) norm weight of a
+                                        uint64_t a_res, // (rows, n) residual, updated in place
+                                        uint64_t a_w2,  // (n) norm weight of the new residual
+                                        uint64_t a_yq,  // (rows, n) rounded normed output
                                         int n, float eps) {
-  const float *a = ADDR_PTR(const float, a_a);
-  const float *w1 = ADDR_PTR(const float, a_w1);
-  float *res = ADDR_PTR(float, a_res);
-  const float *w2 = ADDR_PTR(const float, a_w2);
-  float *yq = ADDR_PTR(float, a_yq);
+  const float *a = STRATA_ADDR(const float, a_a);
+  const float *w1 = STRATA_ADDR(const float, a_w1);
+  float *res = STRATA_ADDR(float, a_res);
+  const float *w2 = STRATA_ADDR(const float, a_w2);
+  float *yq = STRATA_ADDR(float, a_yq);
   norm_add_norm_q8<256>(a, w1, res, w2, yq, n, eps);
 }

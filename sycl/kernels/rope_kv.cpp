@@ -20,10 +20,6 @@ namespace syclexp = sycl::ext::oneapi::experimental;
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
       SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
 
-// Buffers come as addresses (u64), not pointer arguments: the OpenCL CPU runtime's per-launch
-// bookkeeping of USM pointer arguments costs 1.5-3 us each (mmvq_tiled.cpp, `Arg::addr_at`).
-#define ADDR_PTR(T, a) reinterpret_cast<T *>(static_cast<uintptr_t>(a))
-
 // Rotates one head row xr (normed first when QKNORM, weight nw, scale inv) and hands each
 // output element to put(index, value). Pairs are spread over the lanes, pass-through elements
 // too; every element of the row is put exactly once.
@@ -91,10 +87,11 @@ static inline void rope_kv(float *q, const float *k, const float *v, sycl::half 
       uint64_t k_w,        /* (head_dim) f32 k norm weight (qknorm kernels only) */               \
       int T, int n_head, int n_kv_head, int head_dim, int n_rot, int n_ctx, float eps
 #define ROPE_KV_PASS                                                                               \
-  ADDR_PTR(float, q), ADDR_PTR(const float, k), ADDR_PTR(const float, v),                        \
-      ADDR_PTR(sycl::half, kc), ADDR_PTR(sycl::half, vc), ADDR_PTR(const int32_t, pos),          \
-      ADDR_PTR(const float, freq), ADDR_PTR(const float, q_w), ADDR_PTR(const float, k_w), T,    \
-      n_head, n_kv_head, head_dim, n_rot, n_ctx, eps
+  STRATA_ADDR(float, q), STRATA_ADDR(const float, k), STRATA_ADDR(const float, v),                 \
+      STRATA_ADDR(sycl::half, kc), STRATA_ADDR(sycl::half, vc),                                    \
+      STRATA_ADDR(const int32_t, pos), STRATA_ADDR(const float, freq),                             \
+      STRATA_ADDR(const float, q_w), STRATA_ADDR(const float, k_w), T, n_head, n_kv_head,          \
+      head_dim, n_rot, n_ctx, eps
 
 STRATA_KERNEL void rope_kv_norm(ROPE_KV_ARGS) { rope_kv<false, false>(ROPE_KV_PASS); }
 STRATA_KERNEL void rope_kv_neox(ROPE_KV_ARGS) { rope_kv<true, false>(ROPE_KV_PASS); }
