@@ -1,13 +1,17 @@
 //! Buffers passed as addresses (`Arg::addr` / `Arg::addr_at`, a `uint64_t` kernel parameter) on
-//! the real CPU device: the kernel reads and writes the right elements, offsets count elements,
-//! and a launch mixing addresses with pointer and value arguments keeps them in place.
+//! the real CPU device, cast back by `STRATA_ADDR` (sycl/kernels/addr.hpp): the kernel reads and
+//! writes the right elements, offsets count elements, and a launch mixing addresses with pointer
+//! and value arguments keeps them in place.
 
 use strata::sycl::{self, kernels::KernelSource, Arg, Context, NdRange};
 
+/// The engine's own cast (`sycl/kernels/addr.hpp`) in front of a small test kernel.
 const SRC: KernelSource = KernelSource {
     name: "test_addr",
-    file: "tests/sycl_addr_args.rs",
-    text: r#"
+    file: "tests/sycl_addr_args.rs (+ addr.hpp)",
+    text: concat!(
+        include_str!("../sycl/kernels/addr.hpp"),
+        r#"
 #include <sycl/sycl.hpp>
 #include <cstdint>
 namespace syclext = sycl::ext::oneapi;
@@ -19,12 +23,13 @@ void axpz(uint64_t a_x, // (n) f32
           const float *z, // (n)
           uint64_t a_y, // (n) f32
           float s, int n) {
-  const float *x = reinterpret_cast<const float *>(static_cast<uintptr_t>(a_x));
-  float *y = reinterpret_cast<float *>(static_cast<uintptr_t>(a_y));
+  const float *x = STRATA_ADDR(const float, a_x);
+  float *y = STRATA_ADDR(float, a_y);
   const int i = (int)syclext::this_work_item::get_nd_item<1>().get_global_id(0);
   if (i < n) y[i] = x[i] * s + z[i];
 }
-"#,
+"#
+    ),
 };
 
 #[test]
