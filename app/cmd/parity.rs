@@ -26,12 +26,28 @@ pub struct Args {
     /// Sweep the family's launch geometry (how its built-in choices were made).
     #[arg(long)]
     sweep: bool,
+    /// Internal (the self-test starts it): build share I of N of the self-test's modules
+    /// into the disk cache, e.g. `1/2`, and exit.
+    #[arg(long, hide = true, value_name = "I/N")]
+    prebuild_share: Option<String>,
     /// Timed repetitions per figure (the median is printed).
     #[arg(long, default_value_t = 5)]
     reps: usize,
 }
 
 pub fn run(a: Args) -> Result<()> {
+    if let Some(s) = &a.prebuild_share {
+        let parsed = s
+            .split_once('/')
+            .and_then(|(i, n)| Some((i.parse::<usize>().ok()?, n.parse::<usize>().ok()?)))
+            .filter(|&(i, n)| i < n);
+        let Some((share, of)) = parsed else {
+            bail!("--prebuild-share {s:?}: expected I/N with I < N, e.g. 1/2");
+        };
+        return match a.family {
+            Family::MmvqKreg => mmvq_kreg::prebuild_share(share, of),
+        };
+    }
     if !(a.selftest || a.bench || a.sweep) {
         bail!(
             "strata parity {:?}: pass --selftest, --bench or --sweep",

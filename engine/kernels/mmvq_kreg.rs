@@ -121,13 +121,7 @@ fn kernel(q: &Queue, name: &str, type_id: u32, g: &Geometry, xb: usize) -> Resul
     if let Some(k) = map.get(&key) {
         return Ok(k.clone());
     }
-    let opts = [
-        format!("-DCFG_FMT_{name}"),
-        format!("-DCFG_NSG={}", g.nsg),
-        format!("-DCFG_XB={xb}"),
-        format!("-DCFG_R={}", g.rows),
-        format!("-DCFG_TPW={}", g.tiles),
-    ];
+    let opts = build_options(name, g, xb);
     let opts: Vec<&str> = opts.iter().map(|s| s.as_str()).collect();
     let k = Arc::new(
         q.context()
@@ -136,6 +130,60 @@ fn kernel(q: &Queue, name: &str, type_id: u32, g: &Geometry, xb: usize) -> Resul
     );
     map.insert(key, k.clone());
     Ok(k)
+}
+
+/// The -D options of the module for (format, geometry, xb).
+fn build_options(name: &str, g: &Geometry, xb: usize) -> [String; 5] {
+    [
+        format!("-DCFG_FMT_{name}"),
+        format!("-DCFG_NSG={}", g.nsg),
+        format!("-DCFG_XB={xb}"),
+        format!("-DCFG_R={}", g.rows),
+        format!("-DCFG_TPW={}", g.tiles),
+    ]
+}
+
+/// The distinct module option sets `try_kreg` uses for these (ggml type, n_in) matrices at
+/// 1..=8 columns, in a fixed order (non-KREG types are skipped).
+pub fn kreg_module_sets(matrices: &[(u32, usize)]) -> Vec<[String; 5]> {
+    let mut sets: Vec<[String; 5]> = Vec::new();
+    for &(type_id, n_in) in matrices {
+        let Some((name, _)) = format(type_id) else {
+            continue;
+        };
+        for t in 1..=MMVQ_MAX_T {
+            let g = Geometry::choose(type_id, n_in, t);
+            let o = build_options(name, &g, (n_in / 256).div_ceil(g.nsg));
+            if !sets.contains(&o) {
+                sets.push(o);
+            }
+        }
+    }
+    sets
+}
+
+/// Builds share `share` of `of` (every `of`-th set from `share`) of `kreg_module_sets(matrices)`
+/// into `q`'s context, and returns how many it built. The runtime compiles one module at a time
+/// per process, and one cold KREG module takes ~50 s on a 2-core AVX2 CPU device
+/// (docs/performance.md, session 5), so a caller about to run many shapes has other processes
+/// build the other shares into the shared disk cache (`strata parity mmvq-kreg --selftest`).
+pub fn kreg_prebuild(
+    q: &Queue,
+    matrices: &[(u32, usize)],
+    share: usize,
+    of: usize,
+) -> Result<usize> {
+    let mut n = 0;
+    for o in kreg_module_sets(matrices)
+        .iter()
+        .skip(share)
+        .step_by(of.max(1))
+    {
+        let opts: Vec<&str> = o.iter().map(|s| s.as_str()).collect();
+        q.context().module(&kernels::MMVQ_KREG, &opts)?;
+        n += 1;
+    }
+    Ok(n)
 }
 
 /// Why KREG would decline `w` (None: it takes it). The flag is not consulted.

@@ -4,7 +4,9 @@
 use anyhow::{bail, Context as _, Result};
 use rand::{rngs::StdRng, Rng, RngCore, SeedableRng};
 use std::time::Instant;
-use strata::kernels::mmvq_kreg::{kreg_declines, kreg_launch, set_kreg_override, Geometry};
+use strata::kernels::mmvq_kreg::{
+    kreg_declines, kreg_launch, kreg_prebuild, set_kreg_override, Geometry,
+};
 use strata::kernels::{matrix_ref, MatrixKernels, QuantMatrix};
 use strata::quant::{self, type_id};
 use strata::sycl::{self, Context, DeviceBuffer, Queue};
@@ -132,12 +134,83 @@ fn bits_equal(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
+/// Every (type, n_in) the self-test runs KREG on.
+fn selftest_matrices() -> Vec<(u32, usize)> {
+    FORMATS
+        .iter()
+        .flat_map(|&(_, tid)| SHAPES.iter().map(move |&(_, n_in)| (tid, n_in)))
+        .collect()
+}
+
+/// `--prebuild-share I/N`: build share I of N of the self-test's KREG modules (into the disk
+/// cache) and exit; the self-test starts these itself.
+pub fn prebuild_share(share: usize, of: usize) -> Result<()> {
+    let d = device()?;
+    let n = kreg_prebuild(&d.q, &selftest_matrices(), share, of)?;
+    println!("built share {share}/{of}: {n} KREG modules");
+    Ok(())
+}
+
+/// Builds every KREG module the self-test launches before its cases run. The runtime compiles
+/// one module at a time per process (one thread per build measured no faster), so with the disk
+/// cache on, one child process per further core (`--prebuild-share`) builds its share into the
+/// cache while this process builds share 0; the cases then find every module built or cached.
+/// A child that fails only costs time: the cases build whatever is missing themselves.
+fn prebuild(d: &Dev) -> Result<()> {
+    let t0 = Instant::now();
+    let cache_on = std::env::var_os("SYCL_CACHE_DIR").is_some()
+        && std::env::var_os("SYCL_CACHE_PERSISTENT").is_some_and(|v| v != "0");
+    let of = if cache_on {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        1
+    };
+    let exe = std::env::current_exe().context("the strata binary's path")?;
+    let mut children = Vec::new();
+    for share in 1..of {
+        let child = std::process::Command::new(&exe)
+            .args([
+                "parity",
+                "mmvq-kreg",
+                "--prebuild-share",
+                &format!("{share}/{of}"),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn();
+        match child {
+            Ok(c) => children.push((share, c)),
+            Err(e) => eprintln!("prebuild share {share}/{of}: not started: {e}"),
+        }
+    }
+    let mine = kreg_prebuild(&d.q, &selftest_matrices(), 0, of)?;
+    for (share, c) in children {
+        match c.wait_with_output() {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => eprintln!(
+                "prebuild share {share}/{of} failed ({}): {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            ),
+            Err(e) => eprintln!("prebuild share {share}/{of}: {e}"),
+        }
+    }
+    // the children's shares come from the disk cache now (about 0.5 s each)
+    let all = kreg_prebuild(&d.q, &selftest_matrices(), 0, 1)?;
+    println!(
+        "KREG modules: {all} ({mine} built here, {of} process(es)) in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 pub fn selftest() -> Result<()> {
     let d = device()?;
     let mut rng = StdRng::seed_from_u64(0x6b726567);
     let (mut cases, mut passed, mut differ) = (0usize, 0usize, 0usize);
     let (mut worst_def, mut worst_kreg) = (0f64, 0f64);
     println!("bound: |y - ref| <= {EPS:e} * sum |w x| per output (ref: f64 over the same bytes)");
+    prebuild(&d)?;
     for &(name, tid) in FORMATS {
         for &(n_out, n_in) in SHAPES {
             let wb = random_weights(&mut rng, tid, n_out, n_in)?;
