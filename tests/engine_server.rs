@@ -9,6 +9,9 @@ use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 use strata::protocol::*;
 
+/// Longest a load that keeps reporting progress may take (cold kernel compiles included).
+const LOAD_CAP_SECS: u64 = 1800;
+
 const BIN: &str = env!("CARGO_BIN_EXE_strata");
 const FLAGS: &[&str] = &["STRATA_HC_Q8", "STRATA_GR_FUSED", "STRATA_MMVQ_KREG"];
 
@@ -75,14 +78,19 @@ impl Engine {
         self.send_line(&r.to_line());
     }
 
-    /// Events up to and including the first that `pick` accepts.
+    /// Events up to and including the first that `pick` accepts, within `secs` of the call or of
+    /// the engine's last progress report: a load reports every ~2 s while it works, and a first
+    /// load compiles the kernels, which takes minutes on a slow-compiling CPU device (an AVX2
+    /// machine with an empty kernel cache: docs/performance.md, session 5). A load that keeps
+    /// reporting is given up to LOAD_CAP_SECS in all.
     fn until<T>(
         &mut self,
         what: &str,
         secs: u64,
         mut pick: impl FnMut(&Event) -> Option<T>,
     ) -> (T, Vec<Event>) {
-        let deadline = Instant::now() + Duration::from_secs(secs);
+        let start = Instant::now();
+        let mut deadline = start + Duration::from_secs(secs);
         let mut seen = Vec::new();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -90,11 +98,16 @@ impl Engine {
                 Ok(Ok(ev)) => ev,
                 Ok(Err(bad)) => panic!("a stdout line is not a protocol event: {bad}"),
                 Err(_) => panic!(
-                    "no {what} within {secs} s (engine gone or silent); events so far:\n{}",
+                    "no {what} within {secs} s of the last event that extends the wait \
+                     (engine gone or silent); events so far:\n{}",
                     self.log.join("\n")
                 ),
             };
             self.log.push(format!("{ev:?}"));
+            if matches!(ev, Event::Progress(_)) {
+                deadline = (Instant::now() + Duration::from_secs(secs))
+                    .min(start + Duration::from_secs(LOAD_CAP_SECS));
+            }
             if let Some(t) = pick(&ev) {
                 seen.push(ev);
                 return (t, seen);

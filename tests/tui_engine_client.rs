@@ -81,13 +81,21 @@ async fn wait_for<T>(
     mut pick: impl FnMut(&ClientEvent) -> Option<T>,
 ) -> (T, Vec<ClientEvent>) {
     let mut seen = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    // `secs` counts from the call or from the engine's last progress report (a load reports
+    // every ~2 s; a first load compiles the kernels, minutes on a slow-compiling CPU device),
+    // at most 30 min in all
+    let start = tokio::time::Instant::now();
+    let mut deadline = start + Duration::from_secs(secs);
     loop {
         let ev = match tokio::time::timeout_at(deadline, rx.recv()).await {
             Ok(Some(ev)) => ev,
             Ok(None) => panic!("client channel closed while waiting for {what}"),
-            Err(_) => panic!("no {what} within {secs} s; saw {seen:?}"),
+            Err(_) => panic!("no {what} within {secs} s of the last progress report; saw {seen:?}"),
         };
+        if matches!(ev, ClientEvent::Engine(Event::Progress(_))) {
+            deadline = (tokio::time::Instant::now() + Duration::from_secs(secs))
+                .min(start + Duration::from_secs(1800));
+        }
         if let Some(t) = pick(&ev) {
             seen.push(ev);
             return (t, seen);
