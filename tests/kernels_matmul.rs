@@ -149,3 +149,48 @@ fn row_offsets_and_weight_offsets_address_the_right_data() {
         assert!(e.is_err(), "reading past x must be refused");
     }
 }
+
+#[test]
+fn matmul_tiles_agree_bitwise() {
+    // The register tile (engine/kernels/matmul_tile.rs) is picked per device: both must give the
+    // same bits, so a model's prompt logits never depend on the CPU's vector width. Both tiles
+    // run here whatever this device would pick; odd n_out and T leave partial work-groups and
+    // token sweeps in both, and n_in > CFG_KC parks sums in y between chunks.
+    use strata::kernels::{MatmulTile, MatrixKernels};
+    let (ctx, q, _k) = setup();
+    let wide = MatrixKernels::with_matmul_tile(&ctx, MatmulTile::WIDE);
+    let narrow = MatrixKernels::with_matmul_tile(&ctx, MatmulTile::NARROW);
+    let mut rng = rng(0x7117);
+    let cases: &[(usize, usize, usize)] = &[(1536, 576, 9), (45, 512, 37), (24, 2304, 13)];
+    for &(name, tid) in FORMATS {
+        for &(n_out, n_in, t) in cases {
+            if !fits(tid, n_in) {
+                continue;
+            }
+            let wb = weights(&mut rng, tid, n_out, n_in);
+            let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
+            let x = values(&mut rng, t * n_in);
+            let xd = q.upload(&x).unwrap();
+            let mut a = q.alloc::<f32>(t * n_out).unwrap();
+            let mut b = q.alloc::<f32>(t * n_out).unwrap();
+            wide.matmul(&q, &w.view(), &xd, &mut a, t).unwrap();
+            narrow.matmul(&q, &w.view(), &xd, &mut b, t).unwrap();
+            let (a, b) = (q.to_vec(&a).unwrap(), q.to_vec(&b).unwrap());
+            let differ = a
+                .iter()
+                .zip(&b)
+                .filter(|(u, v)| u.to_bits() != v.to_bits())
+                .count();
+            println!(
+                "matmul {name:6} ({n_out:4}, {n_in:4}) T={t:2}: tiles {} vs {}: {differ} of {} values differ",
+                MatmulTile::WIDE.label(),
+                MatmulTile::NARROW.label(),
+                a.len()
+            );
+            assert_eq!(
+                differ, 0,
+                "{name} ({n_out}, {n_in}) T={t}: the tiles disagree"
+            );
+        }
+    }
+}

@@ -171,8 +171,9 @@ fn print_device(label: &str, d: &DeviceInfo) {
         d.max_work_group
     );
     println!(
-        "      sub-group sizes {:?}, fp16 {}, fp64 {}, graphs {}, driver {}",
+        "      sub-group sizes {:?}, float vector width {}, fp16 {}, fp64 {}, graphs {}, driver {}",
         d.sub_group_sizes,
+        d.native_vector_width_float,
         yes(d.fp16),
         yes(d.fp64),
         d.graphs,

@@ -3,12 +3,13 @@
 //! to f32 rounding (another summation order), not bitwise. Reference: `qmatrix::matrix_ref`.
 
 use super::qmatrix::{
-    check_act, Family, MatrixError, MatrixKernels, Result, WeightView, MATMUL_ROWS, MMVQ_MAX_T, SG,
+    check_act, Family, MatrixError, MatrixKernels, Result, WeightView, MMVQ_MAX_T, SG,
 };
 use crate::sycl::{Arg, DeviceBuffer, NdRange, Queue};
 
 impl MatrixKernels {
-    /// y[t, o] = sum_i W[o, i] * x[t, i] for any t >= 1 (a work-group per 32 weight rows, all t).
+    /// y[t, o] = sum_i W[o, i] * x[t, i] for any t >= 1 (a work-group per `MatmulTile::rows`
+    /// weight rows, all t).
     pub fn matmul(
         &self,
         q: &Queue,
@@ -44,7 +45,7 @@ impl MatrixKernels {
         check_act(what, "x", x, x_row0 + t, w.n_in)?;
         check_act(what, "y", y, y_row0 + t, w.n_out)?;
         let k = self.kernel(w.type_id, Family::Matmul, what)?;
-        let groups = w.n_out.div_ceil(MATMUL_ROWS);
+        let groups = w.n_out.div_ceil(self.matmul_tile().rows());
         q.launch(
             &k,
             NdRange::groups(groups, SG),

@@ -3,11 +3,13 @@
 
 pub mod ktiled;
 pub mod matmul;
+pub mod matmul_tile;
 pub mod mmvq;
 pub mod mmvq_kreg;
 pub mod qmatrix;
 pub mod tiled;
 
+pub use matmul_tile::MatmulTile;
 pub use qmatrix::{
     matrix_ref, repack, Family, MatrixError, MatrixKernels, QuantMatrix, WeightView,
 };

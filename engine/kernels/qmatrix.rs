@@ -2,6 +2,7 @@
 //! kernel set (`MatrixKernels`) that builds and holds the `mmvq`/`matmul` modules per format, and
 //! the errors of both families. Launchers: `mmvq.rs` (T <= 8), `matmul.rs` (any T).
 
+use super::matmul_tile::MatmulTile;
 use crate::quant::{self, type_id, QuantError};
 use crate::sycl::kernels::{MATMUL, MMVQ, MMVQ_KTILED, MMVQ_TILED};
 use crate::sycl::{Context, DeviceBuffer, Kernel, Store, SyclError};
@@ -19,6 +20,12 @@ pub enum MatrixError {
     },
     #[error("{what}: {message}")]
     Shape { what: String, message: String },
+    #[error("{name}={value:?}: {why}")]
+    Setting {
+        name: &'static str,
+        value: String,
+        why: &'static str,
+    },
     #[error(transparent)]
     Sycl(#[from] SyclError),
     #[error(transparent)]
@@ -205,9 +212,9 @@ pub(crate) fn check_act(
     Ok(())
 }
 
-/// Geometry baked into the modules (must match the kernels' CFG_ defaults or options).
+/// Geometry baked into the modules (must match the kernels' CFG_ defaults or options; the
+/// matmul's rows per work-group are its `MatmulTile`'s).
 pub(crate) const MMVQ_ROWS_PER_GROUP: usize = 4; // CFG_NSG sub-groups of 16, one row each
-pub(crate) const MATMUL_ROWS: usize = 32; // one work-group of 16 lanes, 2 rows per lane (CFG_RG)
 pub(crate) const SG: usize = 16;
 
 /// The two kernel families over the shared format traits.
@@ -226,14 +233,29 @@ pub enum Family {
 pub struct MatrixKernels {
     ctx: Context,
     built: Mutex<HashMap<(u32, Family), Arc<Kernel>>>,
+    matmul_tile: MatmulTile,
 }
 
 impl MatrixKernels {
+    /// The kernels of `ctx`, with the matmul tile its devices want (`MatmulTile::for_devices`;
+    /// WIDE if a device cannot be asked: the tile changes speed, never a result).
     pub fn new(ctx: &Context) -> MatrixKernels {
+        let infos: Option<Vec<_>> = ctx.devices().iter().map(|d| d.info().ok()).collect();
+        let tile = infos.map_or(MatmulTile::WIDE, |i| MatmulTile::for_devices(&i));
+        MatrixKernels::with_matmul_tile(ctx, tile)
+    }
+
+    /// The kernels of `ctx` with a given matmul tile (benchmarks and the tile-agreement test).
+    pub fn with_matmul_tile(ctx: &Context, matmul_tile: MatmulTile) -> MatrixKernels {
         MatrixKernels {
             ctx: ctx.clone(),
             built: Mutex::new(HashMap::new()),
+            matmul_tile,
         }
+    }
+
+    pub fn matmul_tile(&self) -> MatmulTile {
+        self.matmul_tile
     }
 
     /// Builds both families for every listed ggml type now (e.g. at model load).
@@ -274,7 +296,12 @@ impl MatrixKernels {
             Family::MmvqTiled(t) | Family::MmvqKTiled(t) => format!("{kname}_t{t}"),
             _ => kname.to_string(),
         };
-        let k = Arc::new(self.ctx.module(src, &[&opt])?.kernel(&kname)?);
+        let tile = self.matmul_tile.options();
+        let mut opts = vec![opt.as_str()];
+        if family == Family::Matmul {
+            opts.extend(tile.iter().map(String::as_str));
+        }
+        let k = Arc::new(self.ctx.module(src, &opts)?.kernel(&kname)?);
         map.insert((type_id, family), k.clone());
         Ok(k)
     }

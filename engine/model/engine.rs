@@ -25,7 +25,7 @@ use crate::kernels::norm_q8::NormQ8;
 use crate::kernels::qmatrix::MMVQ_MAX_T;
 use crate::kernels::rope::{Rope, RopeMode, RopeTable};
 use crate::kernels::rope_kv::{QkNorm, RopeKv, RopeKvShape};
-use crate::kernels::{MatrixKernels, WeightView};
+use crate::kernels::{MatmulTile, MatrixKernels, WeightView};
 use crate::sycl::{copy_across_n, Card, DeviceBuffer, Graph, HostBuffer, Queue};
 use half::f16;
 use std::collections::hash_map::Entry;
@@ -662,8 +662,14 @@ impl Engine {
                 layer_card,
             },
         )?;
+        // the prompt path's register tile: the device's, unless STRATA_MATMUL_TILE forces one
+        let mat = match MatmulTile::from_env()? {
+            Some(tile) => MatrixKernels::with_matmul_tile(&ctx, tile),
+            None => MatrixKernels::new(&ctx),
+        };
+        tracing::info!(tile = %mat.matmul_tile().label(), "matmul register tile");
         let kernels = Kernels {
-            mat: MatrixKernels::new(&ctx),
+            mat,
             embed: Embed::new(&ctx)?,
             norm: Norm::new(&ctx)?,
             rope: Rope::new(&ctx)?,

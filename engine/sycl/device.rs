@@ -68,6 +68,9 @@ pub struct DeviceInfo {
     pub max_work_group: u64,
     pub sub_group_sizes: Vec<u32>,
     pub partition_max_sub_devices: u32,
+    /// Floats per native vector register (the CPU device: 8 with AVX2, 16 with AVX-512);
+    /// picks the matmul register tile (`kernels::MatmulTile`).
+    pub native_vector_width_float: u32,
     pub fp16: bool,
     pub fp64: bool,
     /// "full" (ext_oneapi_graph), "limited" (ext_oneapi_limited_graph) or "none".
@@ -217,6 +220,7 @@ impl Device {
             max_work_group: r.max_work_group,
             sub_group_sizes: r.sub_group_sizes[..(r.n_sub_group_sizes as usize).min(16)].to_vec(),
             partition_max_sub_devices: r.partition_max_sub_devices,
+            native_vector_width_float: r.native_vector_width_float,
             fp16: r.fp16 != 0,
             fp64: r.fp64 != 0,
             graphs: match r.graph {

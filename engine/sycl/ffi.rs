@@ -56,6 +56,7 @@ pub struct StrataDeviceInfo {
     pub sub_group_sizes: [u32; 16],
     pub n_sub_group_sizes: u32,
     pub partition_max_sub_devices: u32,
+    pub native_vector_width_float: u32,
     pub fp16: u8,
     pub fp64: u8,
     pub graph: u8,

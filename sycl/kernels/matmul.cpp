@@ -8,7 +8,10 @@
 // tokens CFG_TT at a time with CFG_RG x CFG_TT accumulators per lane (a register tile):
 // acc[g][j] += wt[k][g*16 + lane] * x[t0 + j, k] — per k, CFG_RG weight vector loads and CFG_TT
 // broadcast loads of x feed CFG_RG * CFG_TT FMAs (2 x 8: 16 FMAs for 10 loads, no spilled
-// pointers; 1 x 16 needed 26 loads, 9 of them spilled x pointers). Rows longer than CFG_KC go
+// pointers; 1 x 16 needed 26 loads, 9 of them spilled x pointers). That is with 16-float vector
+// registers (AVX-512, GPUs); with AVX2 each 16-lane value takes two of 16 registers and 2 x 8
+// spills, so the engine builds 1 x 6 there (-DCFG_RG=1 -DCFG_TT=6: engine/kernels/matmul_tile.rs,
+// ~1.9x faster on Gemma 3's shapes). Neither tile changes a result. Rows longer than CFG_KC go
 // chunk by chunk, the running sums parked in y between chunks: an exact f32 store/reload, so the
 // sum per output stays one sequential chain over i and the decode is paid once per weight.
 // Summation order per output is sequential over i (mmvq's is lane partials + a tree): rows agree

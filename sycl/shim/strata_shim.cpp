@@ -153,6 +153,7 @@ strata_status strata_device_info(const StrataDevice *dev, StrataDeviceInfo *out)
     for (size_t i = 0; i < sgs.size() && i < 16; i++) out->sub_group_sizes[i] = (uint32_t)sgs[i];
     out->n_sub_group_sizes = (uint32_t)std::min<size_t>(sgs.size(), 16);
     out->partition_max_sub_devices = d.get_info<di::partition_max_sub_devices>();
+    out->native_vector_width_float = d.get_info<di::native_vector_width_float>();
     out->fp16 = d.has(sycl::aspect::fp16);
     out->fp64 = d.has(sycl::aspect::fp64);
     out->graph = d.has(sycl::aspect::ext_oneapi_graph)           ? 2

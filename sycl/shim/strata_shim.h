@@ -55,6 +55,7 @@ typedef struct {
   uint32_t sub_group_sizes[16];
   uint32_t n_sub_group_sizes;
   uint32_t partition_max_sub_devices;
+  uint32_t native_vector_width_float; /* floats per native vector (CPU: 8 AVX2, 16 AVX-512) */
   uint8_t fp16;
   uint8_t fp64;
   uint8_t graph;            /* 2 full ext_oneapi_graph, 1 ext_oneapi_limited_graph, 0 none */
