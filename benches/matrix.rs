@@ -15,12 +15,13 @@
 //! The "launch" cases are the shapes of the decode step's grouped launches (q/k/v, gate/up of one
 //! format in one `mmvq_group` launch: the same work-groups as one matrix of the summed rows).
 //! `cargo bench --bench matrix [-- FILTER]`; FILTER matches the label; STRATA_BENCH_T=1,8 keeps
-//! only those column counts; STRATA_BENCH_POOL_MB=1 runs on 3 weight copies only (cache-hot: the
+//! only those column counts; STRATA_MATMUL_TILE overrides the device's matmul tile
+//! (engine/kernels/matmul_tile.rs); STRATA_BENCH_POOL_MB=1 runs on 3 weight copies only (cache-hot: the
 //! kernel's compute ceiling).
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::time::Instant;
-use strata::kernels::{MatrixKernels, QuantMatrix};
+use strata::kernels::{MatmulTile, MatrixKernels, QuantMatrix};
 use strata::quant::{self, type_id as ty};
 use strata::sycl::{self, Arg, Context, NdRange};
 
@@ -234,7 +235,12 @@ fn main() -> anyhow::Result<()> {
     let qp = ctx.profiling_queue(&dev)?;
     // as the engine does at load: this thread off the runtime's pinned worker (sycl/affinity.rs)
     let _ = sycl::affinity::pin_off_workers();
-    let k = MatrixKernels::new(&ctx);
+    // the device's matmul tile, or STRATA_MATMUL_TILE's (A/B runs)
+    let k = match MatmulTile::from_env()? {
+        Some(tile) => MatrixKernels::with_matmul_tile(&ctx, tile),
+        None => MatrixKernels::new(&ctx),
+    };
+    println!("matmul tile: {}", k.matmul_tile().label());
     let (bw_med, bw_p90) = read_bandwidth(&q, &ctx)?;
     println!(
         "cold read bandwidth: median {bw_med:.1} GB/s, 90th percentile {bw_p90:.1} GB/s (% bw: the wall p90 GB/s over the 90th percentile; kern %: the kernel GB/s over the median)"
