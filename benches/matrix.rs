@@ -236,10 +236,7 @@ fn main() -> anyhow::Result<()> {
     // as the engine does at load: this thread off the runtime's pinned worker (sycl/affinity.rs)
     let _ = sycl::affinity::pin_off_workers();
     // the device's matmul tile, or STRATA_MATMUL_TILE's (A/B runs)
-    let k = match MatmulTile::from_env()? {
-        Some(tile) => MatrixKernels::with_matmul_tile(&ctx, tile),
-        None => MatrixKernels::new(&ctx),
-    };
+    let k = MatrixKernels::with_matmul_tile(&ctx, MatmulTile::for_context_or_env(&ctx)?);
     println!("matmul tile: {}", k.matmul_tile().label());
     let (bw_med, bw_p90) = read_bandwidth(&q, &ctx)?;
     println!(

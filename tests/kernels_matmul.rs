@@ -27,14 +27,9 @@ fn matmul_matches_reference() {
             if !fits(tid, n_in) {
                 continue;
             }
-            let wb = weights(&mut rng, tid, n_out, n_in);
-            let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
-            let x = values(&mut rng, t * n_in);
-            let xd = q.upload(&x).unwrap();
-            let mut yd = q.alloc::<f32>(t * n_out).unwrap();
-            k.matmul(&q, &w.view(), &xd, &mut yd, t).unwrap();
-            let y = q.to_vec(&yd).unwrap();
-            let reference = matrix_ref(tid, &wb, n_out, n_in, &x, t).unwrap();
+            let p = product(&mut rng, &q, name, tid, n_out, n_in, t);
+            let y = run_matmul(&k, &q, &p, t);
+            let reference = matrix_ref(tid, &p.wb, n_out, n_in, &p.x, t).unwrap();
             let e = nmse(&y, &reference);
             println!("matmul {name:6} ({n_out:4}, {n_in:4}) T={t:3}: nmse {e:.2e}");
             assert!(e < BOUND, "{name} ({n_out}, {n_in}) T={t}: nmse {e:e}");
@@ -48,28 +43,19 @@ fn matmul_rows_match_mmvq_rows() {
     let mut rng = rng(99);
     let (n_out, n_in, t) = (640, 1024, 24);
     for &(name, tid) in FORMATS {
-        let wb = weights(&mut rng, tid, n_out, n_in);
-        let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
-        let x = values(&mut rng, t * n_in);
-        let xd = q.upload(&x).unwrap();
-        let mut yd = q.alloc::<f32>(t * n_out).unwrap();
-        k.matmul(&q, &w.view(), &xd, &mut yd, t).unwrap();
-        let y = q.to_vec(&yd).unwrap();
+        let p = product(&mut rng, &q, name, tid, n_out, n_in, t);
+        let y = run_matmul(&k, &q, &p, t);
         // mmvq over 8-row chunks of the same activations
         let mut yv = Vec::new();
         for c in 0..t / 8 {
-            let xc = q.upload(&x[c * 8 * n_in..(c + 1) * 8 * n_in]).unwrap();
+            let xc = q.upload(&p.x[c * 8 * n_in..(c + 1) * 8 * n_in]).unwrap();
             let mut yc = q.alloc::<f32>(8 * n_out).unwrap();
-            k.mmvq(&q, &w.view(), &xc, &mut yc, 8).unwrap();
+            k.mmvq(&q, &p.w.view(), &xc, &mut yc, 8).unwrap();
             yv.extend(q.to_vec(&yc).unwrap());
         }
         let yv64: Vec<f64> = yv.iter().map(|&v| v as f64).collect();
         let e = nmse(&y, &yv64);
-        let identical = y
-            .iter()
-            .zip(&yv)
-            .filter(|(a, b)| a.to_bits() == b.to_bits())
-            .count();
+        let identical = y.len() - bits_differ(&y, &yv);
         println!(
             "matmul vs mmvq {name:6}: nmse {e:.2e}, {identical}/{} values bitwise equal",
             y.len()
@@ -167,20 +153,10 @@ fn matmul_tiles_agree_bitwise() {
             if !fits(tid, n_in) {
                 continue;
             }
-            let wb = weights(&mut rng, tid, n_out, n_in);
-            let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
-            let x = values(&mut rng, t * n_in);
-            let xd = q.upload(&x).unwrap();
-            let mut a = q.alloc::<f32>(t * n_out).unwrap();
-            let mut b = q.alloc::<f32>(t * n_out).unwrap();
-            wide.matmul(&q, &w.view(), &xd, &mut a, t).unwrap();
-            narrow.matmul(&q, &w.view(), &xd, &mut b, t).unwrap();
-            let (a, b) = (q.to_vec(&a).unwrap(), q.to_vec(&b).unwrap());
-            let differ = a
-                .iter()
-                .zip(&b)
-                .filter(|(u, v)| u.to_bits() != v.to_bits())
-                .count();
+            let p = product(&mut rng, &q, name, tid, n_out, n_in, t);
+            let a = run_matmul(&wide, &q, &p, t);
+            let b = run_matmul(&narrow, &q, &p, t);
+            let differ = bits_differ(&a, &b);
             println!(
                 "matmul {name:6} ({n_out:4}, {n_in:4}) T={t:2}: tiles {} vs {}: {differ} of {} values differ",
                 MatmulTile::WIDE.label(),

@@ -202,10 +202,6 @@ const GROUPS: &[(usize, &[usize])] = &[
 /// Residual products (n_out, n_in): the models' attention output and FFN down projections.
 const RESIDUAL: &[(usize, usize)] = &[(576, 576), (576, 1536), (640, 1024), (640, 2048), (37, 96)];
 
-fn bits_equal(a: &[f32], b: &[f32]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
-}
-
 #[test]
 fn grouped_launch_is_bitwise_separate_launches() {
     let (_ctx, q, k) = setup();
@@ -244,7 +240,7 @@ fn grouped_launch_is_bitwise_separate_launches() {
                 for (i, v) in views.iter().enumerate() {
                     let y = q.to_vec(&ys[i]).unwrap();
                     assert!(
-                        bits_equal(&y[..t * v.n_out], &sep[i]),
+                        bits_differ(&y[..t * v.n_out], &sep[i]) == 0,
                         "{name} n_in {n_in} matrix {i} ({}) T={t}: grouped differs from its own launch",
                         v.n_out
                     );
@@ -302,11 +298,11 @@ fn residual_epilogue_is_bitwise_product_then_add() {
                 assert!(k.mmvq_residual(&q, &w.view(), &xd, &mut y, t).unwrap());
                 let y = q.to_vec(&y).unwrap();
                 assert!(
-                    bits_equal(&y[..t * n_out], &want),
+                    bits_differ(&y[..t * n_out], &want) == 0,
                     "{name} ({n_out}, {n_in}) T={t}: fused residual differs from product + add"
                 );
                 assert!(
-                    bits_equal(&y[t * n_out..], &res[t * n_out..]),
+                    bits_differ(&y[t * n_out..], &res[t * n_out..]) == 0,
                     "{name} T={t}: rows past {t} changed"
                 );
                 let r = matrix_ref(tid, &wb, n_out, n_in, &x[..t * n_in], t).unwrap();

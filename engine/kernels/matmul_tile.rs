@@ -14,7 +14,7 @@
 //! the two tiles agree bitwise (`tests/matrix_kernels.rs` checks it).
 
 use super::MatrixError;
-use crate::sycl::{DeviceInfo, DeviceType};
+use crate::sycl::{Context, DeviceInfo, DeviceType};
 
 /// `CFG_RG` row groups of 16 rows x `CFG_TT` tokens per lane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -51,6 +51,19 @@ impl MatmulTile {
         }
     }
 
+    /// The tile `ctx`'s devices want; WIDE if a device cannot be asked (the tile changes speed,
+    /// never a result).
+    pub fn for_context(ctx: &Context) -> MatmulTile {
+        let infos: Option<Vec<_>> = ctx.devices().iter().map(|d| d.info().ok()).collect();
+        infos.map_or(MatmulTile::WIDE, |i| MatmulTile::for_devices(&i))
+    }
+
+    /// `STRATA_MATMUL_TILE`'s tile if it is set, else `ctx`'s devices' (the engine and
+    /// benches/matrix.rs, for A/B runs on one machine).
+    pub fn for_context_or_env(ctx: &Context) -> Result<MatmulTile, MatrixError> {
+        Ok(MatmulTile::from_env()?.unwrap_or_else(|| MatmulTile::for_context(ctx)))
+    }
+
     /// Weight rows per work-group (the launch geometry).
     pub fn rows(&self) -> usize {
         16 * self.row_groups
@@ -67,7 +80,7 @@ impl MatmulTile {
     /// `STRATA_MATMUL_TILE` (e.g. `2x8`, `1x6`): forces the tile, for A/B runs of the prompt
     /// path on one machine. Unset: None. Row groups 1 or 2 (the local-memory weight chunk is
     /// 64 KiB per row group), tokens 1..=16.
-    pub fn from_env() -> Result<Option<MatmulTile>, MatrixError> {
+    fn from_env() -> Result<Option<MatmulTile>, MatrixError> {
         match std::env::var("STRATA_MATMUL_TILE") {
             Ok(v) => MatmulTile::parse(&v).map(Some),
             Err(_) => Ok(None),

@@ -237,12 +237,9 @@ pub struct MatrixKernels {
 }
 
 impl MatrixKernels {
-    /// The kernels of `ctx`, with the matmul tile its devices want (`MatmulTile::for_devices`;
-    /// WIDE if a device cannot be asked: the tile changes speed, never a result).
+    /// The kernels of `ctx`, with the matmul tile its devices want (`MatmulTile::for_context`).
     pub fn new(ctx: &Context) -> MatrixKernels {
-        let infos: Option<Vec<_>> = ctx.devices().iter().map(|d| d.info().ok()).collect();
-        let tile = infos.map_or(MatmulTile::WIDE, |i| MatmulTile::for_devices(&i));
-        MatrixKernels::with_matmul_tile(ctx, tile)
+        MatrixKernels::with_matmul_tile(ctx, MatmulTile::for_context(ctx))
     }
 
     /// The kernels of `ctx` with a given matmul tile (benchmarks and the tile-agreement test).

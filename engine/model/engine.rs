@@ -663,10 +663,7 @@ impl Engine {
             },
         )?;
         // the prompt path's register tile: the device's, unless STRATA_MATMUL_TILE forces one
-        let mat = match MatmulTile::from_env()? {
-            Some(tile) => MatrixKernels::with_matmul_tile(&ctx, tile),
-            None => MatrixKernels::new(&ctx),
-        };
+        let mat = MatrixKernels::with_matmul_tile(&ctx, MatmulTile::for_context_or_env(&ctx)?);
         tracing::info!(tile = %mat.matmul_tile().label(), "matmul register tile");
         let kernels = Kernels {
             mat,

@@ -470,10 +470,7 @@ fn add_context(e: SyclError, what: String) -> SyclError {
 /// Files under the runtime's persistent kernel cache (`SYCL_CACHE_DIR`, set by `runtime`), or None
 /// when there is no such cache to watch. A handful of small files per module: cheap to count.
 fn disk_cache_files() -> Option<usize> {
-    if std::env::var_os("SYCL_CACHE_PERSISTENT").is_some_and(|v| v == "0") {
-        return None;
-    }
-    let dir = std::path::PathBuf::from(std::env::var_os("SYCL_CACHE_DIR")?);
+    let dir = super::runtime::disk_cache_dir()?;
     let mut n = 0usize;
     let mut stack = vec![dir];
     while let Some(d) = stack.pop() {

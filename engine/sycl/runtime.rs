@@ -34,6 +34,17 @@ pub fn default_cache_dir() -> Option<PathBuf> {
     directories::ProjectDirs::from("", "", "strata").map(|d| d.cache_dir().join("sycl-cache"))
 }
 
+/// The persistent kernel cache's directory (`SYCL_CACHE_DIR`), or None when the runtime keeps no
+/// disk cache (`SYCL_CACHE_PERSISTENT=0`, or no directory). After `init`, unless the user said
+/// otherwise, it is on.
+pub fn disk_cache_dir() -> Option<PathBuf> {
+    init();
+    if std::env::var_os("SYCL_CACHE_PERSISTENT").is_some_and(|v| v == "0") {
+        return None;
+    }
+    std::env::var_os("SYCL_CACHE_DIR").map(PathBuf::from)
+}
+
 /// Sets the runtime's environment once. Idempotent and cheap after the first call.
 pub fn init() {
     INIT.call_once(|| {

@@ -1,9 +1,9 @@
 //! Shared by the matrix-kernel parity tests: device setup, random weights per format, NMSE.
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use strata::kernels::MatrixKernels;
+use strata::kernels::{MatrixKernels, QuantMatrix};
 use strata::quant::{self, type_id};
-use strata::sycl::{self, Context, Queue};
+use strata::sycl::{self, Context, DeviceBuffer, Queue};
 
 /// Every format the matrix kernels take, with its ggml type id.
 pub const FORMATS: &[(&str, u32)] = &[
@@ -65,4 +65,46 @@ pub fn nmse(a: &[f32], b: &[f64]) -> f64 {
 pub fn fits(tid: u32, n_in: usize) -> bool {
     let (elems, _) = strata::kernels::qmatrix::kernel_block(tid).expect("supported format");
     n_in % elems == 0
+}
+
+/// One random product's inputs: (n_out, n_in) weights of a format (bytes and uploaded) and t
+/// activation rows (host and device).
+pub struct Product {
+    pub wb: Vec<u8>,
+    pub w: QuantMatrix,
+    pub x: Vec<f32>,
+    pub xd: DeviceBuffer<f32>,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn product(
+    rng: &mut StdRng,
+    q: &Queue,
+    name: &str,
+    tid: u32,
+    n_out: usize,
+    n_in: usize,
+    t: usize,
+) -> Product {
+    let wb = weights(rng, tid, n_out, n_in);
+    let w = QuantMatrix::upload(q, name, tid, n_out, n_in, &wb).unwrap();
+    let x = values(rng, t * n_in);
+    let xd = q.upload(&x).unwrap();
+    Product { wb, w, x, xd }
+}
+
+/// `k.matmul` of the product into a fresh (t, n_out) buffer, read back.
+pub fn run_matmul(k: &MatrixKernels, q: &Queue, p: &Product, t: usize) -> Vec<f32> {
+    let mut y = q.alloc::<f32>(t * p.w.view().n_out).unwrap();
+    k.matmul(q, &p.w.view(), &p.xd, &mut y, t).unwrap();
+    q.to_vec(&y).unwrap()
+}
+
+/// How many values differ in their bits.
+pub fn bits_differ(a: &[f32], b: &[f32]) -> usize {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .filter(|(x, y)| x.to_bits() != y.to_bits())
+        .count()
 }

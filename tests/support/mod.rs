@@ -1,1 +1,4 @@
+// Each test binary compiles this module and uses only part of it.
+#![allow(dead_code)]
+
 pub mod matrix;

@@ -158,9 +158,7 @@ pub fn prebuild_share(share: usize, of: usize) -> Result<()> {
 /// A child that fails only costs time: the cases build whatever is missing themselves.
 fn prebuild(d: &Dev) -> Result<()> {
     let t0 = Instant::now();
-    let cache_on = std::env::var_os("SYCL_CACHE_DIR").is_some()
-        && std::env::var_os("SYCL_CACHE_PERSISTENT").is_some_and(|v| v != "0");
-    let of = if cache_on {
+    let of = if strata::sycl::runtime::disk_cache_dir().is_some() {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
         1
