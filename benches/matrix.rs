@@ -14,8 +14,8 @@
 //! run one at a time (a wait after each), so no launch overlaps the next one's start.
 //! The "launch" cases are the shapes of the decode step's grouped launches (q/k/v, gate/up of one
 //! format in one `mmvq_group` launch: the same work-groups as one matrix of the summed rows).
-//! `cargo bench --bench matrix [-- FILTER]`; FILTER matches the label; STRATA_BENCH_T=1,8 keeps
-//! only those column counts; STRATA_MATMUL_TILE overrides the device's matmul tile
+//! `cargo bench --bench matrix [-- FILTER]`; FILTER matches the label; STRATA_BENCH_T=1,5,8 runs
+//! those column counts (default 1, 8, 64, 512); STRATA_MATMUL_TILE overrides the device's matmul tile
 //! (engine/kernels/matmul_tile.rs); STRATA_BENCH_POOL_MB=1 runs on 3 weight copies only (cache-hot: the
 //! kernel's compute ceiling).
 
@@ -223,11 +223,27 @@ fn main() -> anyhow::Result<()> {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
-    // STRATA_BENCH_T=1,8 restricts the column counts (default 1, 8, 64, 512)
-    let ts: Vec<usize> = std::env::var("STRATA_BENCH_T")
-        .ok()
-        .map(|v| v.split(',').filter_map(|t| t.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![1, 8, 64, 512]);
+    // STRATA_BENCH_T=1,5,8 picks the column counts (default 1, 8, 64, 512); any of 1..=4096,
+    // e.g. 5 for the verify window of `--spec 4` (T <= 8 runs mmvq, above it matmul)
+    let ts: Vec<usize> = match std::env::var("STRATA_BENCH_T") {
+        Ok(v) => {
+            let mut ts = Vec::new();
+            for part in v.split(',') {
+                match part.trim().parse::<usize>() {
+                    Ok(t) if (1..=4096).contains(&t) => ts.push(t),
+                    _ => {
+                        anyhow::bail!(
+                            "STRATA_BENCH_T={v:?}: {part:?} is not a column count in 1..=4096"
+                        )
+                    }
+                }
+            }
+            ts.sort_unstable();
+            ts.dedup();
+            ts
+        }
+        Err(_) => vec![1, 8, 64, 512],
+    };
     let dev = sycl::default_device()?;
     let ctx = Context::new(std::slice::from_ref(&dev))?;
     let q = ctx.queue(&dev)?;
@@ -279,10 +295,7 @@ fn main() -> anyhow::Result<()> {
         let mats = (0..copies)
             .map(|_| QuantMatrix::upload(&arena, c.label, c.tid, c.n_out, c.n_in, &bytes))
             .collect::<Result<Vec<_>, _>>()?;
-        for t in [1usize, 8, 64, 512] {
-            if !ts.contains(&t) {
-                continue;
-            }
+        for &t in &ts {
             if t > 8 && c.n_out > 10_000 {
                 continue; // the head only ever sees the last prompt row
             }
