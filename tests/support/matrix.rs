@@ -76,7 +76,6 @@ pub struct Product {
     pub xd: DeviceBuffer<f32>,
 }
 
-#[allow(clippy::too_many_arguments)]
 pub fn product(
     rng: &mut StdRng,
     q: &Queue,
