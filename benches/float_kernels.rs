@@ -138,7 +138,7 @@ fn fused(ctx: &Context, q: &Queue) -> Result<()> {
             norm.rms_norm(q, &x, &w, &h, t, 640, 1e-6)?;
             aq.run(q, r32, &h, &xq, t * 640)
         })?;
-        let fu = median_us(q, || nq8.rms_norm(q, &x, &w, &xq, t, 640, 1e-6, 32))?;
+        let fu = median_us(q, || nq8.rms_norm(q, &x, &w, &xq, t, 640, 1e-6, 32, None))?;
         println!("T {t:3} rms_norm + act_q8_32 (640): unfused {un:7.1} us, fused {fu:7.1} us");
         let un = median_us(q, || {
             norm.rms_norm_add(q, &o, &w, &x, t, 640, 1e-6)?;
@@ -146,7 +146,7 @@ fn fused(ctx: &Context, q: &Queue) -> Result<()> {
             aq.run(q, r32, &h, &xq, t * 640)
         })?;
         let fu = median_us(q, || {
-            nq8.norm_add_norm(q, &o, &w, &x, &w, &xq, t, 640, 1e-6, 32)
+            nq8.norm_add_norm(q, &o, &w, &x, &w, &xq, t, 640, 1e-6, 32, None)
         })?;
         println!("T {t:3} rms_norm_add + rms_norm + act_q8_32 (640): unfused {un:7.1} us, fused {fu:7.1} us");
         let n = t * 2048;
@@ -155,7 +155,7 @@ fn fused(ctx: &Context, q: &Queue) -> Result<()> {
             ew.gelu_mul(q, &g, &u, &y, n)?;
             aq.run(q, ActRound::Q8Block256, &y, &y, n)
         })?;
-        let fu = median_us(q, || g8.run(q, Glu::GeluTanh, &g, &u, &y, n, 256))?;
+        let fu = median_us(q, || g8.run(q, Glu::GeluTanh, &g, &u, &y, n, 256, None))?;
         println!("T {t:3} gelu_mul + act_q8_256 (2048): unfused {un:7.1} us, fused {fu:7.1} us");
         let n = t * 1536;
         let (g, u, y) = (filled(n, 0.3)?, filled(n, 0.7)?, filled(n, 0.0)?);
@@ -163,7 +163,7 @@ fn fused(ctx: &Context, q: &Queue) -> Result<()> {
             ew.silu_mul(q, &g, &u, &y, n)?;
             aq.run(q, r32, &y, &y, n)
         })?;
-        let fu = median_us(q, || g8.run(q, Glu::Silu, &g, &u, &y, n, 32))?;
+        let fu = median_us(q, || g8.run(q, Glu::Silu, &g, &u, &y, n, 32, None))?;
         println!("T {t:3} silu_mul + act_q8_32 (1536): unfused {un:7.1} us, fused {fu:7.1} us");
         for (name, mode, nh, nkv, hd, qk) in [
             ("gemma3", RopeMode::Neox, 4usize, 1usize, 256usize, true),

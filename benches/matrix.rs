@@ -1,7 +1,9 @@
 //! Matrix-product timings: microseconds per call and weight GB/s per format at the two models'
 //! shapes, and that GB/s as a share of the cold read bandwidth measured first in the same process
 //! (median and 90th percentile of 9 runs — on a loaded machine the 90th percentile is the run that
-//! had the cores; T <= 8 shows the tiled and the GGUF layout of mmvq; each run launches once on every one of several distinct weight
+//! had the cores; T <= 8 shows the tiled and the GGUF layout of mmvq, and for the tiled formats
+//! with a block sum the tiled kernel reading a staged x ("staged": the decode step's product,
+//! engine/kernels/xstage.rs; x staged once beforehand, as the rounding kernel does); each run launches once on every one of several distinct weight
 //! copies, >= 256 MiB in all, back to back on an in-order queue, so no call finds its weights in
 //! cache). T = 1 and 8 run mmvq, T = 64 and 512 matmul (`MatrixKernels::mul`); GB/s counts
 //! weight bytes only, GFLOP/s is 2 * n_out * n_in * T per second (the figure for matmul, which is
@@ -21,9 +23,31 @@
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::time::Instant;
-use strata::kernels::{MatmulTile, MatrixKernels, QuantMatrix};
+use strata::kernels::{tiled, MatmulTile, MatrixKernels, QuantMatrix, XStage};
+use strata::model::actq::ActQ;
 use strata::quant::{self, type_id as ty};
 use strata::sycl::{self, Arg, Context, NdRange};
+
+/// How a case's weights and x are laid out for the product.
+#[derive(Clone, Copy, PartialEq)]
+enum Layout {
+    /// tiled weights, x staged by the kernel that rounded it (the engine's decode step)
+    Staged,
+    /// tiled weights, the kernel staging x itself
+    Tiled,
+    /// the GGUF bytes as they are
+    Gguf,
+}
+
+impl Layout {
+    fn label(self) -> &'static str {
+        match self {
+            Layout::Staged => "staged",
+            Layout::Tiled => "tiled",
+            Layout::Gguf => "gguf",
+        }
+    }
+}
 
 struct Case {
     label: &'static str,
@@ -253,6 +277,7 @@ fn main() -> anyhow::Result<()> {
     let _ = sycl::affinity::pin_off_workers();
     // the device's matmul tile, or STRATA_MATMUL_TILE's (A/B runs)
     let k = MatrixKernels::with_matmul_tile(&ctx, MatmulTile::for_context_or_env(&ctx)?);
+    let actq = ActQ::new(&ctx)?;
     println!("matmul tile: {}", k.matmul_tile().label());
     let (bw_med, bw_p90) = read_bandwidth(&q, &ctx)?;
     println!(
@@ -302,21 +327,38 @@ fn main() -> anyhow::Result<()> {
             let xs: Vec<f32> = (0..t * c.n_in).map(|_| rng.gen::<f32>() - 0.5).collect();
             let x = q.upload(&xs)?;
             let mut y = q.alloc::<f32>(t * c.n_out)?;
-            // mmvq: the tiled layout when the format has one, and the GGUF layout beside it
-            let layouts: &[bool] = if t <= 8 && mats[0].tiled.is_some() {
-                &[true, false]
+            // mmvq: the tiled layout when the format has one, and the GGUF layout beside it;
+            // "staged": the tiled kernel reading x's stage (xstage.rs) as the engine's decode
+            // step does, x rounded and staged once beforehand by act_q8_32
+            let tiled_ok = t <= 8 && mats[0].tiled.is_some();
+            let layouts: &[Layout] = if tiled_ok && tiled::reads_stage(c.tid) {
+                &[Layout::Staged, Layout::Tiled, Layout::Gguf]
+            } else if tiled_ok {
+                &[Layout::Tiled, Layout::Gguf]
             } else {
-                &[false]
+                &[Layout::Gguf]
             };
-            for &tiled in layouts {
-                fn view(m: &QuantMatrix, tiled: bool) -> strata::kernels::WeightView<'_> {
+            let (xq, stb) = (
+                q.alloc::<f32>(t * c.n_in)?,
+                q.alloc::<f32>(XStage::floats(t * c.n_in))?,
+            );
+            let st = XStage::new(&stb, t * c.n_in)?;
+            if layouts.contains(&Layout::Staged) {
+                actq.run_staged(&q, &x, &xq, t * c.n_in, st)?;
+            }
+            for &layout in layouts {
+                let call = |qq: &sycl::Queue, m: &QuantMatrix, y: &mut sycl::DeviceBuffer<f32>| {
                     let mut v = m.view();
-                    if !tiled {
-                        v.tiled = None;
+                    match layout {
+                        Layout::Staged => k.mmvq_staged(qq, &v, &xq, Some(st), y, t),
+                        Layout::Tiled => k.mul(qq, &v, &x, y, t),
+                        Layout::Gguf => {
+                            v.tiled = None;
+                            k.mul(qq, &v, &x, y, t)
+                        }
                     }
-                    v
-                }
-                k.mul(&q, &view(&mats[0], tiled), &x, &mut y, t)?; // builds the module
+                };
+                call(&q, &mats[0], &mut y)?; // builds the module
                 q.wait()?;
                 // matmul is compute-bound: a few copies suffice and keep the run short
                 let used = if t > 8 {
@@ -333,7 +375,7 @@ fn main() -> anyhow::Result<()> {
                     let mut secs = 0.0;
                     for m in used {
                         qp.trace_begin();
-                        k.mul(&qp, &view(m, tiled), &x, &mut y, t)?;
+                        call(&qp, m, &mut y)?;
                         let s: f64 = qp.trace_end()?.iter().map(|kt| kt.seconds).sum();
                         secs += s;
                     }
@@ -341,7 +383,7 @@ fn main() -> anyhow::Result<()> {
                     let c0 = cpu_seconds();
                     let t0 = Instant::now();
                     for m in used {
-                        k.mul(&q, &view(m, tiled), &x, &mut y, t)?;
+                        call(&q, m, &mut y)?;
                     }
                     q.wait()?;
                     per_call.push(t0.elapsed().as_secs_f64() / used.len() as f64);
@@ -360,7 +402,7 @@ fn main() -> anyhow::Result<()> {
                     c.label,
                     format!("({}, {})", c.n_out, c.n_in),
                     t,
-                    if tiled { "tiled" } else { "gguf" },
+                    layout.label(),
                     s * 1e6,
                     gbs(s),
                     gbs(fast),

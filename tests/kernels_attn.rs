@@ -8,6 +8,7 @@ use kernels_common::*;
 use rand::rngs::StdRng;
 use rand::Rng;
 use strata::kernels::attn::{self, Attention};
+use strata::kernels::XStage;
 use strata::sycl::{DeviceBuffer, Queue};
 
 struct Case {
@@ -309,14 +310,27 @@ fn rounded_output_is_bitwise_attention_then_actq() {
                     &q, &qrows, &kc, &vc, &pos, &plain, a.0, a.1, a.2, a.3, a.4, a.5,
                 )
                 .unwrap();
-                actq.run(&q, mode, &plain, &want, n).unwrap();
+                // blocks of 32 also stage the output for Wo (xstage.rs): bitwise act_q8_32's
+                let nan = vec![f32::NAN; XStage::floats(n)];
+                let (sa, sw) = (q.upload(&nan).unwrap(), q.upload(&nan).unwrap());
+                let st = (block == 32).then(|| XStage::new(&sa, n).unwrap());
+                if block == 32 {
+                    let sw = XStage::new(&sw, n).unwrap();
+                    actq.run_staged(&q, &plain, &want, n, sw).unwrap();
+                } else {
+                    actq.run(&q, mode, &plain, &want, n).unwrap();
+                }
                 k.run_rounded(
-                    &q, &qrows, &kc, &vc, &pos, &rounded, a.0, a.1, a.2, a.3, a.4, a.5, block,
+                    &q, &qrows, &kc, &vc, &pos, &rounded, a.0, a.1, a.2, a.3, a.4, a.5, block, st,
                 )
                 .unwrap();
                 let label = format!("hd {} block {block} t {t} pos {p0}", c.hd);
                 let (got, want) = (q.to_vec(&rounded).unwrap(), q.to_vec(&want).unwrap());
                 assert_bitwise(&label, &got, &want);
+                if block == 32 {
+                    let (a, b) = (q.to_vec(&sa).unwrap(), q.to_vec(&sw).unwrap());
+                    assert_bitwise(&format!("{label} stage"), &a, &b);
+                }
                 // the rounding did something: not every value survives it unchanged
                 let plain = q.to_vec(&plain).unwrap();
                 assert!(plain.iter().zip(&got).any(|(a, b)| a != b), "{label}");

@@ -1,7 +1,10 @@
 //! The fused small kernels of the decode step (norm_q8, glu_q8, rope_kv) against the unfused
 //! sequences they replace, bitwise, on fresh random inputs for T = 1, 2, 5, 8, 37 at both
 //! models' shapes (SmolLM2: n_embd 576, 9 / 3 heads of 64, n_ff 1536; Gemma 3: n_embd 640, 4 / 1
-//! heads of 256, n_ff 2048), and each against its f64 reference (errors printed).
+//! heads of 256, n_ff 2048), and each against its f64 reference (errors printed). With blocks of
+//! 32 the rounding kernels also stage their output for the decode products (xstage.rs): the
+//! stage must be bitwise what `ActQ::run_staged` stages from the unfused output, and match its
+//! reference.
 mod kernels_common;
 use half::f16;
 use kernels_common::*;
@@ -13,8 +16,9 @@ use strata::kernels::norm::{self, Norm};
 use strata::kernels::norm_q8::{reference_round, NormQ8};
 use strata::kernels::rope::{rope_freqs, Rope, RopeMode, RopeTable};
 use strata::kernels::rope_kv::{self, QkNorm, RopeKv, RopeKvShape};
+use strata::kernels::xstage::{self, XStage};
 use strata::model::actq::{ActQ, ActRound};
-use strata::sycl::Queue;
+use strata::sycl::{DeviceBuffer, Queue};
 
 const TS: [usize; 5] = [1, 2, 5, 8, 37];
 
@@ -78,6 +82,70 @@ fn f32s(q: &Queue, v: &[f32]) -> strata::sycl::DeviceBuffer<f32> {
     q.upload(v).unwrap()
 }
 
+/// A fused kernel's stage buffer and the unfused sequence's (ActQ::run_staged), for `n`
+/// elements; NaN-filled, so anything left unwritten shows.
+struct Stages {
+    fused: DeviceBuffer<f32>,
+    plain: DeviceBuffer<f32>,
+    n: usize,
+}
+
+impl Stages {
+    fn new(q: &Queue, n: usize) -> Stages {
+        let nan = vec![f32::NAN; XStage::floats(n)];
+        Stages {
+            fused: f32s(q, &nan),
+            plain: f32s(q, &nan),
+            n,
+        }
+    }
+
+    /// The fused kernel's stage argument: blocks of 32 stage, blocks of 256 do not.
+    fn fused(&self, block: usize) -> Option<XStage<'_>> {
+        (block == 32).then(|| XStage::new(&self.fused, self.n).unwrap())
+    }
+
+    /// The unfused rounding of `h` into `yu`, staged with blocks of 32.
+    fn round(
+        &self,
+        q: &Queue,
+        aq: &ActQ,
+        block: usize,
+        h: &DeviceBuffer<f32>,
+        yu: &DeviceBuffer<f32>,
+    ) {
+        if block == 32 {
+            let st = XStage::new(&self.plain, self.n).unwrap();
+            aq.run_staged(q, h, yu, self.n, st).unwrap();
+        } else {
+            aq.run(q, mode(block), h, yu, self.n).unwrap();
+        }
+    }
+
+    /// Blocks of 32: both stages bitwise equal, and equal to the reference stage of the rounded
+    /// output `y` (the scaled copy exactly, the block sums within f32 summation error).
+    fn check(&self, label: &str, q: &Queue, block: usize, y: &[f32]) {
+        if block != 32 {
+            return;
+        }
+        let (f, p) = (
+            q.to_vec(&self.fused).unwrap(),
+            q.to_vec(&self.plain).unwrap(),
+        );
+        assert_bitwise(&format!("{label} stage"), &f, &p);
+        let (scaled, sums) = xstage::reference(y);
+        assert_bitwise(&format!("{label} staged copy"), &f[..self.n], &scaled);
+        let mut worst = 0f64;
+        for (b, (&s, &r)) in f[self.n..].iter().zip(&sums).enumerate() {
+            let mag: f64 = y[b * 32..b * 32 + 32].iter().map(|v| v.abs() as f64).sum();
+            let e = (s as f64 - r).abs() / mag.max(f64::MIN_POSITIVE);
+            assert!(e < 1e-6, "{label}: block {b} sum {s} vs reference {r}");
+            worst = worst.max(e);
+        }
+        println!("{label}: stage bitwise the unfused one; block sums within {worst:.1e} of sum|x|");
+    }
+}
+
 #[test]
 fn norm_q8_is_bitwise_norm_then_round() {
     let (ctx, q) = setup();
@@ -107,22 +175,27 @@ fn norm_q8_is_bitwise_norm_then_round() {
             let tag = format!("n {n} T {t} block {block}");
 
             // rms_norm
-            nq8.rms_norm(&q, &xd, &w1d, &yf, t, n, eps, block).unwrap();
+            let st = Stages::new(&q, tot);
+            nq8.rms_norm(&q, &xd, &w1d, &yf, t, n, eps, block, st.fused(block))
+                .unwrap();
             nrm.rms_norm(&q, &xd, &w1d, &h, t, n, eps).unwrap();
-            aq.run(&q, mode(block), &h, &yu, tot).unwrap();
+            st.round(&q, &aq, block, &h, &yu);
             let got = q.to_vec(&yf).unwrap();
             assert_bitwise(&format!("rms_norm_q8 {tag}"), &got, &q.to_vec(&yu).unwrap());
+            st.check(&format!("rms_norm_q8 {tag}"), &q, block, &got);
             let un = norm::reference(&x, &w1, n, eps);
             let want = reference_round(block, &un);
             check_rounded(&format!("rms_norm_q8 {tag}"), &got, &want, &un, block);
 
             // add_rms_norm: res += a; round(norm(res))
             let (rf, ru) = (f32s(&q, &x), f32s(&q, &x));
-            nq8.add_rms_norm(&q, &rf, &ad, &w1d, &yf, t, n, eps, block)
+            let st = Stages::new(&q, tot);
+            nq8.add_rms_norm(&q, &rf, &ad, &w1d, &yf, t, n, eps, block, st.fused(block))
                 .unwrap();
             nrm.add_rms_norm(&q, &ru, &ad, &w1d, &h, t, n, eps).unwrap();
-            aq.run(&q, mode(block), &h, &yu, tot).unwrap();
+            st.round(&q, &aq, block, &h, &yu);
             let got = q.to_vec(&yf).unwrap();
+            st.check(&format!("add_rms_norm_q8 {tag}"), &q, block, &got);
             assert_bitwise(
                 &format!("add_rms_norm_q8 {tag}"),
                 &got,
@@ -142,12 +215,15 @@ fn norm_q8_is_bitwise_norm_then_round() {
 
             // norm_add_norm: res += norm(a) * w1; round(norm(res) * w2)
             let (rf, ru) = (f32s(&q, &x), f32s(&q, &x));
-            nq8.norm_add_norm(&q, &ad, &w1d, &rf, &w2d, &yf, t, n, eps, block)
+            let st = Stages::new(&q, tot);
+            let sf = st.fused(block);
+            nq8.norm_add_norm(&q, &ad, &w1d, &rf, &w2d, &yf, t, n, eps, block, sf)
                 .unwrap();
             nrm.rms_norm_add(&q, &ad, &w1d, &ru, t, n, eps).unwrap();
             nrm.rms_norm(&q, &ru, &w2d, &h, t, n, eps).unwrap();
-            aq.run(&q, mode(block), &h, &yu, tot).unwrap();
+            st.round(&q, &aq, block, &h, &yu);
             let got = q.to_vec(&yf).unwrap();
+            st.check(&format!("norm_add_norm_q8 {tag}"), &q, block, &got);
             assert_bitwise(
                 &format!("norm_add_norm_q8 {tag}"),
                 &got,
@@ -191,15 +267,18 @@ fn glu_q8_is_bitwise_act_then_round() {
                 let (gd, ud) = (f32s(&q, &gate), f32s(&q, &up));
                 let (yf, yu) = (q.alloc::<f32>(n).unwrap(), q.alloc::<f32>(n).unwrap());
                 let h = q.alloc::<f32>(n).unwrap();
-                g8.run(&q, act, &gd, &ud, &yf, n, block).unwrap();
+                let st = Stages::new(&q, n);
+                g8.run(&q, act, &gd, &ud, &yf, n, block, st.fused(block))
+                    .unwrap();
                 match act {
                     Glu::Silu => el.silu_mul(&q, &gd, &ud, &h, n).unwrap(),
                     Glu::GeluTanh => el.gelu_mul(&q, &gd, &ud, &h, n).unwrap(),
                 }
-                aq.run(&q, mode(block), &h, &yu, n).unwrap();
+                st.round(&q, &aq, block, &h, &yu);
                 let tag = format!("{act:?} n_ff {n_ff} T {t} block {block}");
                 let got = q.to_vec(&yf).unwrap();
                 assert_bitwise(&tag, &got, &q.to_vec(&yu).unwrap());
+                st.check(&tag, &q, block, &got);
                 let un = match act {
                     Glu::Silu => act::reference_silu_mul(&gate, &up),
                     Glu::GeluTanh => act::reference_gelu_mul(&gate, &up),

@@ -2,7 +2,8 @@
 //! random weights and activations; and the bitwise T-row == T one-row-calls property.
 
 mod support;
-use strata::kernels::{matrix_ref, QuantMatrix};
+use strata::kernels::{matrix_ref, QuantMatrix, XStage};
+use strata::model::actq::ActQ;
 use strata::quant::type_id;
 use support::matrix::*;
 
@@ -234,7 +235,7 @@ fn grouped_launch_is_bitwise_separate_launches() {
                     .map(|v| q.upload(&vec![f32::NAN; 8 * v.n_out]).unwrap())
                     .collect();
                 let mut outs: Vec<_> = views.iter().zip(ys.iter_mut()).collect();
-                let took = k.mmvq_group(&q, &xd, &mut outs, t).unwrap();
+                let took = k.mmvq_group(&q, &xd, None, &mut outs, t).unwrap();
                 assert!(took, "{name}: mmvq_group declined tiled matrices");
                 let mut e_t = 0f64;
                 for (i, v) in views.iter().enumerate() {
@@ -271,7 +272,7 @@ fn grouped_launch_is_bitwise_separate_launches() {
     let mut y1 = q.alloc::<f32>(32).unwrap();
     let mut y2 = q.alloc::<f32>(32).unwrap();
     assert!(!k
-        .mmvq_group(&q, &xd, &mut [(&va, &mut y1), (&vb, &mut y2)], 1)
+        .mmvq_group(&q, &xd, None, &mut [(&va, &mut y1), (&vb, &mut y2)], 1)
         .unwrap());
     println!("worst nmse {worst:e} (bound {BOUND:e})");
 }
@@ -295,7 +296,9 @@ fn residual_epilogue_is_bitwise_product_then_add() {
                 // product then the f32 add, as the unfused path does (IEEE add: same bits)
                 let want: Vec<f32> = (0..t * n_out).map(|i| res[i] + o[i]).collect();
                 let mut y = q.upload(&res).unwrap();
-                assert!(k.mmvq_residual(&q, &w.view(), &xd, &mut y, t).unwrap());
+                assert!(k
+                    .mmvq_residual(&q, &w.view(), &xd, None, &mut y, t)
+                    .unwrap());
                 let y = q.to_vec(&y).unwrap();
                 assert!(
                     bits_differ(&y[..t * n_out], &want) == 0,
@@ -314,4 +317,89 @@ fn residual_epilogue_is_bitwise_product_then_add() {
             println!("{line}  bitwise vs product + add: ok");
         }
     }
+}
+
+/// The tiled kernel reading x's stage (xstage.rs, written here by `ActQ::run_staged`, as the
+/// engine's fused rounding kernels do) gives bitwise the outputs of the kernel that stages x
+/// itself: single products, grouped launches and the residual epilogue, T = 1..8, every tiled
+/// format (Q8_0 has no block sum and ignores the stage). A stage of another size is an error.
+#[test]
+fn staged_x_is_bitwise_unstaged() {
+    let (ctx, q, k) = setup();
+    let aq = ActQ::new(&ctx).unwrap();
+    let mut rng = rng(0x78737467);
+    for &(name, tid) in TILED {
+        for &(n_in, n_outs) in GROUPS {
+            let mats: Vec<_> = n_outs
+                .iter()
+                .map(|&n_out| {
+                    let wb = weights(&mut rng, tid, n_out, n_in);
+                    QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap()
+                })
+                .collect();
+            let views: Vec<_> = mats.iter().map(|m| m.view()).collect();
+            let xd = q.upload(&values(&mut rng, 8 * n_in)).unwrap();
+            let xq = q.alloc::<f32>(8 * n_in).unwrap();
+            let stb = q.alloc::<f32>(XStage::floats(8 * n_in)).unwrap();
+            let res: Vec<f32> = values(&mut rng, 8 * n_outs[0]);
+            for t in 1..=8 {
+                let st = XStage::new(&stb, t * n_in).unwrap();
+                aq.run_staged(&q, &xd, &xq, t * n_in, st).unwrap();
+                let mut differ = 0;
+                let mut plain = Vec::new();
+                for v in &views {
+                    let mut a = q.alloc::<f32>(t * v.n_out).unwrap();
+                    let mut b = q.alloc::<f32>(t * v.n_out).unwrap();
+                    k.mmvq(&q, v, &xq, &mut a, t).unwrap();
+                    k.mmvq_staged(&q, v, &xq, Some(st), &mut b, t).unwrap();
+                    let a = q.to_vec(&a).unwrap();
+                    differ += bits_differ(&a, &q.to_vec(&b).unwrap());
+                    plain.push(a);
+                }
+                let mut ys: Vec<_> = views
+                    .iter()
+                    .map(|v| q.alloc::<f32>(t * v.n_out).unwrap())
+                    .collect();
+                let mut outs: Vec<_> = views.iter().zip(ys.iter_mut()).collect();
+                assert!(k.mmvq_group(&q, &xq, Some(st), &mut outs, t).unwrap());
+                for (y, a) in ys.iter().zip(&plain) {
+                    differ += bits_differ(&q.to_vec(y).unwrap(), a);
+                }
+                let n0 = views[0].n_out;
+                let mut r1 = q.upload(&res[..t * n0]).unwrap();
+                let mut r2 = q.upload(&res[..t * n0]).unwrap();
+                assert!(k
+                    .mmvq_residual(&q, &views[0], &xq, None, &mut r1, t)
+                    .unwrap());
+                assert!(k
+                    .mmvq_residual(&q, &views[0], &xq, Some(st), &mut r2, t)
+                    .unwrap());
+                differ += bits_differ(&q.to_vec(&r1).unwrap(), &q.to_vec(&r2).unwrap());
+                assert_eq!(
+                    differ, 0,
+                    "{name} n_in {n_in} {n_outs:?} T={t}: staged x changed {differ} outputs"
+                );
+                if t > 1 {
+                    // a stage of t - 1 rows read as t rows: refused, naming the stage
+                    let short = XStage::new(&stb, (t - 1) * n_in).unwrap();
+                    let mut y = q.alloc::<f32>(t * n0).unwrap();
+                    let e = k.mmvq_staged(&q, &views[0], &xq, Some(short), &mut y, t);
+                    if tid != type_id::Q8_0 {
+                        let msg = e.expect_err("a stage of the wrong size").to_string();
+                        assert!(msg.contains("staged activation"), "{msg}");
+                    }
+                }
+            }
+            println!("{name} n_in {n_in} n_out {n_outs:?}: staged x bitwise unstaged, T = 1..8");
+        }
+    }
+    let b = q.alloc::<f32>(40).unwrap();
+    let e = XStage::new(&b, 48)
+        .err()
+        .expect("48 elements: not whole blocks");
+    assert!(e.to_string().contains("blocks of 32"), "{e}");
+    let e = XStage::new(&b, 64)
+        .err()
+        .expect("64 elements need 66 floats");
+    assert!(e.to_string().contains("66"), "{e}");
 }

@@ -16,6 +16,7 @@
 //! window relies on it). The rows' own K/V must be in the cache (`KvStore`) first.
 
 use super::float_args::{ensure, holds, int, prod};
+use super::xstage::{stage_check, XStage};
 use crate::sycl::{kernels, Arg, Context, DeviceBuffer, Kernel, NdRange, Queue, Result};
 use half::f16;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -167,7 +168,7 @@ impl Attention {
         let a = (
             qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx, window, scale,
         );
-        self.launch(q, a, 0).map(|_| ())
+        self.launch(q, a, 0, None).map(|_| ())
     }
 
     /// Whether `run_rounded` can round this call's output through blocks of `block` (32 or 256):
@@ -184,7 +185,8 @@ impl Attention {
 
     /// `run`, with the output rounded through 8-bit blocks of `block` exactly as `ActQ` would
     /// round it afterwards (the same bits), in the combine launch. Refuses (an argument error)
-    /// when `can_round` is false.
+    /// when `can_round` is false. `st` (blocks of 32): the output also staged for the output
+    /// projection (xstage.rs).
     #[allow(clippy::too_many_arguments)]
     pub fn run_rounded(
         &self,
@@ -201,7 +203,9 @@ impl Attention {
         window: usize,
         scale: f32,
         block: usize,
+        st: Option<XStage>, // (t * n_head * head_dim) elements staged
     ) -> Result<()> {
+        stage_check(OP, st, block, t * n_head * self.head_dim)?;
         ensure(OP, self.can_round(t, n_head, block), || {
             format!(
                 "rounding blocks of {block} in the attention output need head_dim {} a \
@@ -213,10 +217,10 @@ impl Attention {
         let a = (
             qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx, window, scale,
         );
-        self.launch(q, a, block)
+        self.launch(q, a, block, st)
     }
 
-    fn launch(&self, q: &Queue, a: Call<'_>, round_block: usize) -> Result<()> {
+    fn launch(&self, q: &Queue, a: Call<'_>, round_block: usize, st: Option<XStage>) -> Result<()> {
         let (qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx, window, scale) = a;
         let hd = self.head_dim;
         let rows = check_args(OP, hd, qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx)?;
@@ -258,6 +262,7 @@ impl Attention {
                 Arg::addr(part),
                 Arg::addr(pos),
                 Arg::addr(out),
+                XStage::arg(st),
                 Arg::i32(int(OP, "n_head", n_head)?),
                 Arg::i32(int(OP, "n_ctx", n_ctx)?),
                 Arg::i32(int(OP, "window", window)?),

@@ -7,6 +7,7 @@
 
 use super::float_args::{holds, int};
 use super::norm_q8::block_index;
+use super::xstage::{stage_check, XStage};
 use crate::sycl::{kernels, Arg, Context, DeviceBuffer, Kernel, NdRange, Queue, Result};
 
 const OP: &str = "glu_q8";
@@ -46,8 +47,10 @@ impl GluQ8 {
         yq: &DeviceBuffer<f32>,   // (n) rounded
         n: usize,
         block: usize,
+        st: Option<XStage>, // blocks of 32: yq staged for the down product (xstage.rs)
     ) -> Result<()> {
         let bi = block_index(OP, block, n)?;
+        stage_check(OP, st, block, n)?;
         holds(OP, "gate", gate, n)?;
         holds(OP, "up", up, n)?;
         holds(OP, "yq", yq, n)?;
@@ -60,16 +63,12 @@ impl GluQ8 {
             Glu::Silu => &self.silu[bi],
             Glu::GeluTanh => &self.gelu[bi],
         };
-        q.launch(
-            k,
-            NdRange::groups(nb, 16),
-            &[
-                Arg::addr(gate),
-                Arg::addr(up),
-                Arg::addr(yq),
-                Arg::i32(nb as i32),
-            ],
-        )
+        let mut args = vec![Arg::addr(gate), Arg::addr(up), Arg::addr(yq)];
+        if block == 32 {
+            args.push(XStage::arg(st));
+        }
+        args.push(Arg::i32(nb as i32));
+        q.launch(k, NdRange::groups(nb, 16), &args)
     }
 }
 

@@ -7,6 +7,7 @@ use super::qmatrix::{
     MMVQ_ROWS_PER_GROUP, SG,
 };
 use super::tiled;
+use super::xstage::XStage;
 use crate::sycl::{Arg, DeviceBuffer, NdRange, Queue};
 
 impl MatrixKernels {
@@ -35,6 +36,35 @@ impl MatrixKernels {
         y_row0: usize,
         t: usize,
     ) -> Result<()> {
+        self.mmvq_at_st(q, w, x, x_row0, None, y, y_row0, t)
+    }
+
+    /// `mmvq` with x's stage (xstage.rs), written by the kernel that rounded x: the same
+    /// outputs; the tiled formats with a block sum read it instead of staging x themselves.
+    pub fn mmvq_staged(
+        &self,
+        q: &Queue,
+        w: &WeightView,            // (n_out, n_in)
+        x: &DeviceBuffer<f32>,     // (t, n_in)
+        st: Option<XStage>,        // x staged, (t * n_in) elements
+        y: &mut DeviceBuffer<f32>, // (t, n_out)
+        t: usize,
+    ) -> Result<()> {
+        self.mmvq_at_st(q, w, x, 0, st, y, 0, t)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn mmvq_at_st(
+        &self,
+        q: &Queue,
+        w: &WeightView,        // (n_out, n_in), ggml type w.type_id
+        x: &DeviceBuffer<f32>, // (>= x_row0 + t, n_in)
+        x_row0: usize,
+        st: Option<XStage>,        // x staged, (x_row0 + t) * n_in elements
+        y: &mut DeviceBuffer<f32>, // (>= y_row0 + t, n_out)
+        y_row0: usize,
+        t: usize,
+    ) -> Result<()> {
         let what = "mmvq";
         w.check(what)?;
         if t == 0 || t > MMVQ_MAX_T {
@@ -55,7 +85,7 @@ impl MatrixKernels {
                 return self.mmvq_ktiled(q, w, tiled, x, x_row0, y, y_row0, t);
             }
             let m = Tiled::new(w, &*y, y_row0)?;
-            return self.mmvq_tiled(q, &[m], x, x_row0, None, t);
+            return self.mmvq_tiled(q, &[m], x, x_row0, None, st, t);
         }
         let k = self.kernel(w.type_id, Family::Mmvq, what)?;
         let groups = w.n_out.div_ceil(MMVQ_ROWS_PER_GROUP);
@@ -78,11 +108,13 @@ impl MatrixKernels {
     /// outs[i].0 x` for t rows (1..=8). Every output is bitwise what a separate `mmvq` gives.
     /// Takes the launch only when there are 1..=3 matrices, all with a tiled layout
     /// (`tiled.rs`) of one format and one n_in; returns Ok(false), launching nothing, otherwise
-    /// (the caller then launches them one by one).
+    /// (the caller then launches them one by one). `st`: x's stage (xstage.rs), written by the
+    /// kernel that rounded x, if any: the same outputs, fewer instructions per block.
     pub fn mmvq_group(
         &self,
         q: &Queue,
         x: &DeviceBuffer<f32>,                              // (t, n_in)
+        st: Option<XStage>,                                 // x staged, (t * n_in) elements
         outs: &mut [(&WeightView, &mut DeviceBuffer<f32>)], // (n_out_i, n_in), (t, n_out_i)
         t: usize,
     ) -> Result<bool> {
@@ -107,18 +139,19 @@ impl MatrixKernels {
             check_act("mmvq", "y", y, t, w.n_out)?;
             mats.push(Tiled::new(w, y, 0)?);
         }
-        self.mmvq_tiled(q, &mats, x, 0, None, t)?;
+        self.mmvq_tiled(q, &mats, x, 0, None, st, t)?;
         Ok(true)
     }
 
     /// y = y + W x for t rows (1..=8) in one launch: bitwise the product into a buffer o
     /// followed by the f32 add y + o (`Elementwise::add`). Only for a tiled W; returns Ok(false),
-    /// launching nothing, otherwise.
+    /// launching nothing, otherwise. `st` as in `mmvq_group`.
     pub fn mmvq_residual(
         &self,
         q: &Queue,
         w: &WeightView,            // (n_out, n_in)
         x: &DeviceBuffer<f32>,     // (t, n_in)
+        st: Option<XStage>,        // x staged, (t * n_in) elements
         y: &mut DeviceBuffer<f32>, // (t, n_out) residual in, residual + W x out
         t: usize,
     ) -> Result<bool> {
@@ -130,14 +163,16 @@ impl MatrixKernels {
         check_act("mmvq", "x", x, t, w.n_in)?;
         check_act("mmvq", "y", y, t, w.n_out)?;
         let m = Tiled::new(w, &*y, 0)?;
-        self.mmvq_tiled(q, &[m], x, 0, Some(y), t)?;
+        self.mmvq_tiled(q, &[m], x, 0, Some(y), st, t)?;
         Ok(true)
     }
 
     /// The tiled kernel (`mmvq_tiled.cpp`) over 1..=3 matrices of one format and n_in: one
     /// 16-lane work-group per `tiles_per_group(t)` tiles of 16 rows, the matrices one after the
     /// other.
-    /// `r`: the residual added to matrix 0's output (the same buffer as its y).
+    /// `r`: the residual added to matrix 0's output (the same buffer as its y). `st`: x's stage
+    /// (rows x_row0.. of it), read by the formats with a block sum (`tiled::reads_stage`).
+    #[allow(clippy::too_many_arguments)]
     fn mmvq_tiled(
         &self,
         q: &Queue,
@@ -145,11 +180,21 @@ impl MatrixKernels {
         x: &DeviceBuffer<f32>, // (>= x_row0 + t, n_in)
         x_row0: usize,
         r: Option<&DeviceBuffer<f32>>, // mats[0]'s y
+        st: Option<XStage>,            // x staged: (x_row0 + t) * n_in elements
         t: usize,
     ) -> Result<()> {
         debug_assert!((1..=3).contains(&mats.len()));
         let m0 = &mats[0];
-        let k = self.kernel(m0.type_id, Family::MmvqTiled(t as u8), "mmvq")?;
+        let st = st.filter(|_| tiled::reads_stage(m0.type_id));
+        if let Some(s) = &st {
+            s.check("mmvq", (x_row0 + t) * m0.n_in)?;
+        }
+        let family = match st {
+            Some(_) => Family::MmvqTiledPre(t as u8),
+            None => Family::MmvqTiled(t as u8),
+        };
+        let k = self.kernel(m0.type_id, family, "mmvq")?;
+        let (xs, sx) = st.map_or((Arg::u64(0), Arg::u64(0)), |s| s.args_at(x_row0, m0.n_in));
         // each matrix's tiles in work-groups of R tiles (its last one possibly short)
         let per = tiled::tiles_per_group(t);
         let groups: usize = mats
@@ -175,6 +220,8 @@ impl MatrixKernels {
                 y(1),
                 y(2),
                 r.map_or(Arg::u64(0), |r| Arg::addr_at(r, m0.y_row0 * m0.n_out)),
+                xs,
+                sx,
                 Arg::i32(m0.n_in as i32),
                 n_out(0),
                 n_out(1),

@@ -8,11 +8,13 @@ pub mod mmvq;
 pub mod mmvq_kreg;
 pub mod qmatrix;
 pub mod tiled;
+pub mod xstage;
 
 pub use matmul_tile::MatmulTile;
 pub use qmatrix::{
     matrix_ref, repack, Family, MatrixError, MatrixKernels, QuantMatrix, WeightView,
 };
+pub use xstage::XStage;
 
 // Float kernels (embedding, norms, RoPE, KV cache, attention, softmax, element-wise), and the
 // fused ones around the matrix products (norm_q8, glu_q8: + activation rounding; rope_kv).

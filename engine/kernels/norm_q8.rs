@@ -11,6 +11,7 @@
 //!   post_attention_norm into the residual, then ffn_norm)
 
 use super::float_args::{ensure, holds, int, prod};
+use super::xstage::{stage_check, XStage};
 use crate::sycl::{kernels, Arg, Context, DeviceBuffer, Kernel, NdRange, Queue, Result};
 
 const OP: &str = "rms_norm_q8";
@@ -69,7 +70,8 @@ impl NormQ8 {
         Ok((bi, int(OP, "n", n)?))
     }
 
-    /// yq = round_block(rms_norm(x) * w).
+    /// yq = round_block(rms_norm(x) * w). `st`: yq also staged for the products that read it
+    /// (xstage.rs; blocks of 32 only).
     #[allow(clippy::too_many_arguments)]
     pub fn rms_norm(
         &self,
@@ -81,22 +83,25 @@ impl NormQ8 {
         n: usize,
         eps: f32,
         block: usize,
+        st: Option<XStage>, // (rows * n) elements staged
     ) -> Result<()> {
         let (bi, ni) = Self::check(rows, n, block, &[("x", x), ("yq", yq)], &[w])?;
+        stage_check(OP, st, block, rows * n)?;
         if rows == 0 {
             return Ok(());
         }
-        q.launch(
-            &self.rms[bi],
-            NdRange::groups(rows, 16),
-            &[
-                Arg::addr(x),
-                Arg::addr(w),
-                Arg::addr(yq),
-                Arg::i32(ni),
-                Arg::f32(eps),
-            ],
-        )
+        let mut args = vec![Arg::addr(x), Arg::addr(w), Arg::addr(yq)];
+        Self::finish(&mut args, block, st, ni, eps);
+        q.launch(&self.rms[bi], NdRange::groups(rows, 16), &args)
+    }
+
+    /// The arguments every kernel ends with: the stage (the blocks-of-32 kernels), n, eps.
+    fn finish<'a>(args: &mut Vec<Arg<'a>>, block: usize, st: Option<XStage<'a>>, n: i32, eps: f32) {
+        if block == 32 {
+            args.push(XStage::arg(st));
+        }
+        args.push(Arg::i32(n));
+        args.push(Arg::f32(eps));
     }
 
     /// res = res + a; yq = round_block(rms_norm(res) * w).
@@ -112,23 +117,16 @@ impl NormQ8 {
         n: usize,
         eps: f32,
         block: usize,
+        st: Option<XStage>, // as in `rms_norm`
     ) -> Result<()> {
         let (bi, ni) = Self::check(rows, n, block, &[("res", res), ("a", a), ("yq", yq)], &[w])?;
+        stage_check(OP, st, block, rows * n)?;
         if rows == 0 {
             return Ok(());
         }
-        q.launch(
-            &self.add_rms[bi],
-            NdRange::groups(rows, 16),
-            &[
-                Arg::addr(res),
-                Arg::addr(a),
-                Arg::addr(w),
-                Arg::addr(yq),
-                Arg::i32(ni),
-                Arg::f32(eps),
-            ],
-        )
+        let mut args = vec![Arg::addr(res), Arg::addr(a), Arg::addr(w), Arg::addr(yq)];
+        Self::finish(&mut args, block, st, ni, eps);
+        q.launch(&self.add_rms[bi], NdRange::groups(rows, 16), &args)
     }
 
     /// res = res + rms_norm(a) * w1; yq = round_block(rms_norm(res) * w2).
@@ -145,6 +143,7 @@ impl NormQ8 {
         n: usize,
         eps: f32,
         block: usize,
+        st: Option<XStage>, // as in `rms_norm`
     ) -> Result<()> {
         let (bi, ni) = Self::check(
             rows,
@@ -153,22 +152,19 @@ impl NormQ8 {
             &[("a", a), ("res", res), ("yq", yq)],
             &[w1, w2],
         )?;
+        stage_check(OP, st, block, rows * n)?;
         if rows == 0 {
             return Ok(());
         }
-        q.launch(
-            &self.norm_add_norm[bi],
-            NdRange::groups(rows, 16),
-            &[
-                Arg::addr(a),
-                Arg::addr(w1),
-                Arg::addr(res),
-                Arg::addr(w2),
-                Arg::addr(yq),
-                Arg::i32(ni),
-                Arg::f32(eps),
-            ],
-        )
+        let mut args = vec![
+            Arg::addr(a),
+            Arg::addr(w1),
+            Arg::addr(res),
+            Arg::addr(w2),
+            Arg::addr(yq),
+        ];
+        Self::finish(&mut args, block, st, ni, eps);
+        q.launch(&self.norm_add_norm[bi], NdRange::groups(rows, 16), &args)
     }
 }
 

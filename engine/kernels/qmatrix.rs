@@ -224,6 +224,8 @@ pub enum Family {
     Matmul,
     /// mmvq on tiled weights (`mmvq_tiled.cpp`), one kernel per column count 1..=8
     MmvqTiled(u8),
+    /// `MmvqTiled` reading a staged x (`-DCFG_XS_PRE`, engine/kernels/xstage.rs)
+    MmvqTiledPre(u8),
     /// mmvq on K-tiled weights (`mmvq_ktiled.cpp`, Q4_K/Q5_K/Q6_K), per column count 1..=8
     MmvqKTiled(u8),
 }
@@ -286,17 +288,22 @@ impl MatrixKernels {
         let (src, kname) = match family {
             Family::Mmvq => (&MMVQ, "mmvq"),
             Family::Matmul => (&MATMUL, "matmul"),
-            Family::MmvqTiled(_) => (&MMVQ_TILED, "mmvq_tiled"),
+            Family::MmvqTiled(_) | Family::MmvqTiledPre(_) => (&MMVQ_TILED, "mmvq_tiled"),
             Family::MmvqKTiled(_) => (&MMVQ_KTILED, "mmvq_ktiled"),
         };
         let kname = match family {
-            Family::MmvqTiled(t) | Family::MmvqKTiled(t) => format!("{kname}_t{t}"),
+            Family::MmvqTiled(t) | Family::MmvqTiledPre(t) | Family::MmvqKTiled(t) => {
+                format!("{kname}_t{t}")
+            }
             _ => kname.to_string(),
         };
         let tile = self.matmul_tile.options();
         let mut opts = vec![opt.as_str()];
         if family == Family::Matmul {
             opts.extend(tile.iter().map(String::as_str));
+        }
+        if matches!(family, Family::MmvqTiledPre(_)) {
+            opts.push("-DCFG_XS_PRE");
         }
         let k = Arc::new(self.ctx.module(src, &opts)?.kernel(&kname)?);
         map.insert((type_id, family), k.clone());

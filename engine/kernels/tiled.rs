@@ -57,6 +57,12 @@ pub fn supported(type_id: u32) -> bool {
     fields(type_id).is_some()
 }
 
+/// Whether the tiled kernel of `type_id` reads a staged x (`-DCFG_XS_PRE`, xstage.rs): the
+/// formats with a block sum (a min or an offset), i.e. every one but Q8_0.
+pub fn reads_stage(type_id: u32) -> bool {
+    supported(type_id) && type_id != quant::type_id::Q8_0
+}
+
 /// Bytes of the tiled form of an (n_out, n_in) matrix.
 pub fn tiled_bytes(type_id: u32, n_out: usize, n_in: usize) -> Option<usize> {
     fields(type_id)?;

@@ -4,6 +4,7 @@
 //! llama.cpp's on near-ties (docs/engine.md shows one: SmolLM2's "The United States" needs it).
 //! Float weights take the activations unrounded.
 
+use crate::kernels::XStage;
 use crate::quant::type_id;
 use crate::sycl::{kernels, Arg, Context, DeviceBuffer, Kernel, NdRange, Queue, Result, SyclError};
 
@@ -61,6 +62,32 @@ impl ActQ {
         y: &DeviceBuffer<f32>, // (n)
         n: usize,
     ) -> Result<()> {
+        self.launch(q, mode, x, y, n, None)
+    }
+
+    /// `run` in blocks of 32, also staging y into `st` for the decode products
+    /// (engine/kernels/xstage.rs).
+    pub fn run_staged(
+        &self,
+        q: &Queue,
+        x: &DeviceBuffer<f32>, // (n)
+        y: &DeviceBuffer<f32>, // (n)
+        n: usize,
+        st: XStage,
+    ) -> Result<()> {
+        st.check("act_q8", n)?;
+        self.launch(q, ActRound::Q8Block32, x, y, n, Some(st))
+    }
+
+    fn launch(
+        &self,
+        q: &Queue,
+        mode: ActRound,
+        x: &DeviceBuffer<f32>,
+        y: &DeviceBuffer<f32>,
+        n: usize,
+        st: Option<XStage>,
+    ) -> Result<()> {
         let block = mode.block();
         if n % block != 0 || x.len() < n || y.len() < n || n / block > i32::MAX as usize {
             return Err(SyclError::invalid(
@@ -80,11 +107,12 @@ impl ActQ {
             ActRound::Q8Block256 => &self.b256,
         };
         let nb = n / block;
-        q.launch(
-            k,
-            NdRange::groups(nb, 16),
-            &[Arg::addr(x), Arg::addr(y), Arg::i32(nb as i32)],
-        )?;
+        let mut args = vec![Arg::addr(x), Arg::addr(y)];
+        if mode == ActRound::Q8Block32 {
+            args.push(XStage::arg(st)); // act_q8_32 stages, act_q8_256 does not
+        }
+        args.push(Arg::i32(nb as i32));
+        q.launch(k, NdRange::groups(nb, 16), &args)?;
         Ok(())
     }
 }

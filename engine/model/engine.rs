@@ -25,7 +25,7 @@ use crate::kernels::norm_q8::NormQ8;
 use crate::kernels::qmatrix::MMVQ_MAX_T;
 use crate::kernels::rope::{Rope, RopeMode, RopeTable};
 use crate::kernels::rope_kv::{QkNorm, RopeKv, RopeKvShape};
-use crate::kernels::{MatmulTile, MatrixKernels, WeightView};
+use crate::kernels::{MatmulTile, MatrixKernels, WeightView, XStage};
 use crate::sycl::{copy_across_n, Card, DeviceBuffer, Graph, HostBuffer, Queue};
 use half::f16;
 use std::collections::hash_map::Entry;
@@ -73,9 +73,26 @@ pub struct Kernels {
     pub norm_q8: NormQ8,
     pub glu_q8: GluQ8,
     pub rope_kv: RopeKv,
+    /// The fused rounding kernels also stage their output for the decode products
+    /// (engine/kernels/xstage.rs): the same bits, fewer instructions per weight block.
+    /// `STRATA_XSTAGE=0` turns it off (a measurement knob, docs/performance.md).
+    pub xstage: bool,
 }
 
 impl Kernels {
+    /// The stage a fused rounding kernel writes for `t` rows of `n` elements and the products
+    /// after it read: blocks of 32, decode-sized t (the products are mmvq's), staging on.
+    pub fn stage<'a>(
+        &self,
+        buf: &'a DeviceBuffer<f32>, // Scratch::xst
+        m: ActRound,
+        t: usize,
+        n: usize,
+    ) -> Option<XStage<'a>> {
+        let on = self.xstage && m == ActRound::Q8Block32 && t <= MMVQ_MAX_T;
+        on.then(|| XStage::new(buf, t * n).ok()).flatten()
+    }
+
     /// y = W x for `t` rows, x first rounded into `xq` per `ActRound::for_type` when enabled.
     pub fn mul(
         &self,
@@ -138,7 +155,7 @@ impl Kernels {
             self.actq.run(q, m0, x, xq, t * n_in)?;
             xq
         };
-        self.mul_rounded(q, input, outs, t)
+        self.mul_rounded(q, input, None, outs, t)
     }
 
     /// The rounding a fused kernel can write for products of one input by `ws` (q/k/v,
@@ -169,10 +186,12 @@ impl Kernels {
     /// y = W xq for each output, `xq` already rounded for these weights (see `fused_round`), or
     /// f32 when rounding is off. Matrices with a tiled layout of one format share one
     /// `mmvq_group` launch at t <= 8 (up to 3); the rest go one by one. Bitwise separate calls.
+    /// `st`: xq's stage, when the kernel that rounded it wrote one (`stage`).
     pub fn mul_rounded(
         &self,
         q: &Queue,
         xq: &DeviceBuffer<f32>, // (t, n_in) rounded
+        st: Option<XStage>,     // xq staged, (t * n_in) elements
         outs: &mut [(&WeightView, &mut DeviceBuffer<f32>)], // (n_out, n_in), (t, n_out)
         t: usize,
     ) -> Result<(), EngineError> {
@@ -193,11 +212,15 @@ impl Kernels {
             }
         }
         for g in groups.iter_mut() {
-            if g.len() > 1 && t <= MMVQ_MAX_T && self.mat.mmvq_group(q, input, g, t)? {
+            if g.len() > 1 && t <= MMVQ_MAX_T && self.mat.mmvq_group(q, input, st, g, t)? {
                 continue;
             }
             for (w, y) in g.iter_mut() {
-                self.mat.mul(q, w, input, y, t)?;
+                if t <= MMVQ_MAX_T {
+                    self.mat.mmvq_staged(q, w, input, st, y, t)?;
+                } else {
+                    self.mat.mul(q, w, input, y, t)?;
+                }
             }
         }
         Ok(())
@@ -228,21 +251,23 @@ impl Kernels {
             self.actq.run(q, mode, x, xq, t * w.n_in)?;
             xq
         };
-        self.mul_rounded_residual(q, w, input, tmp, y, t)
+        self.mul_rounded_residual(q, w, input, None, tmp, y, t)
     }
 
     /// `mul_residual` with the input already rounded for W (see `fused_round`), or f32 when
-    /// rounding is off.
+    /// rounding is off; `st` as in `mul_rounded`.
+    #[allow(clippy::too_many_arguments)]
     pub fn mul_rounded_residual(
         &self,
         q: &Queue,
         w: &WeightView,
         xq: &DeviceBuffer<f32>,      // (t, n_in)
+        st: Option<XStage>,          // xq staged, (t * n_in) elements
         tmp: &mut DeviceBuffer<f32>, // (>= t * n_out) product scratch of the fallback
         y: &mut DeviceBuffer<f32>,   // (t, n_out) residual in, residual + W x out
         t: usize,
     ) -> Result<(), EngineError> {
-        if t <= MMVQ_MAX_T && self.mat.mmvq_residual(q, w, xq, y, t)? {
+        if t <= MMVQ_MAX_T && self.mat.mmvq_residual(q, w, xq, st, y, t)? {
             return Ok(());
         }
         self.mat.mul(q, w, xq, tmp, t)?;
@@ -264,12 +289,14 @@ pub struct Scratch {
     pub gate: DeviceBuffer<f32>, // (rows, n_ff)
     pub up: DeviceBuffer<f32>,   // (rows, n_ff)
     pub xq: DeviceBuffer<f32>,   // (rows, max(n_embd, q_dim, n_ff)) rounded matmul input
-    pub ids: DeviceBuffer<i32>,  // (rows)
-    pub pos: DeviceBuffer<i32>,  // (rows)
-    sel1: DeviceBuffer<f32>,     // (1, n_embd) the row the head runs on when one is wanted
-    sel: DeviceBuffer<f32>,      // (LOGIT_ROWS, n_embd)
-    logits1: DeviceBuffer<f32>,  // (1, n_vocab)
-    logits: DeviceBuffer<f32>,   // (LOGIT_ROWS, n_vocab)
+    /// xq's stage (xstage.rs) for up to MMVQ_MAX_T rows: (min(rows, 8) * width * 33 / 32)
+    pub xst: DeviceBuffer<f32>,
+    pub ids: DeviceBuffer<i32>, // (rows)
+    pub pos: DeviceBuffer<i32>, // (rows)
+    sel1: DeviceBuffer<f32>,    // (1, n_embd) the row the head runs on when one is wanted
+    sel: DeviceBuffer<f32>,     // (LOGIT_ROWS, n_embd)
+    logits1: DeviceBuffer<f32>, // (1, n_vocab)
+    logits: DeviceBuffer<f32>,  // (LOGIT_ROWS, n_vocab)
     bytes: usize,
 }
 
@@ -294,6 +321,9 @@ impl Scratch {
             gate: f(rows * c.n_ff)?,
             up: f(rows * c.n_ff)?,
             xq: f(rows * c.n_embd.max(c.q_dim()).max(c.n_ff))?,
+            xst: f(XStage::floats(
+                rows.min(MMVQ_MAX_T) * c.n_embd.max(c.q_dim()).max(c.n_ff),
+            ))?,
             sel1: f(c.n_embd)?,
             sel: f(LOGIT_ROWS * c.n_embd)?,
             logits1: f(n_vocab)?,
@@ -392,10 +422,9 @@ impl LayerCtx<'_> {
             )?;
         }
         let window = c.layers[self.il].window;
-        if let Some(block) = round
-            .map(ActRound::block)
-            .filter(|&b| k.attn.can_round(t, c.n_head, b))
-        {
+        if let Some(m) = round.filter(|m| k.attn.can_round(t, c.n_head, m.block())) {
+            let block = m.block();
+            let st = k.stage(&s.xst, m, t, c.n_head * c.head_dim);
             k.attn.decode.run_rounded(
                 q,
                 &s.q,
@@ -410,6 +439,7 @@ impl LayerCtx<'_> {
                 window,
                 c.attn_scale,
                 block,
+                st,
             )?;
             return Ok(true);
         }
@@ -432,21 +462,25 @@ impl LayerCtx<'_> {
 
     /// h = rms_norm(x) * norm, then the products of h into `outs` (q/k/v): with `fused_round`
     /// for them the norm writes their rounded input straight into `xq` (h is read by nothing
-    /// else), else it writes `h` and `mul_same_x` rounds it. The same bits either way.
+    /// else), else it writes `h` and `mul_same_x` rounds it. The same bits either way. `xst`:
+    /// the stage the fused norm also writes for the products (`Kernels::stage`).
+    #[allow(clippy::too_many_arguments)]
     pub fn norm_products(
         &self,
         x: &DeviceBuffer<f32>,                              // (t, n_embd)
         norm: &DeviceBuffer<f32>,                           // (n_embd)
         h: &DeviceBuffer<f32>,                              // (t, n_embd)
         xq: &DeviceBuffer<f32>,                             // (t, n_embd) rounded input
+        xst: &DeviceBuffer<f32>,                            // Scratch::xst
         outs: &mut [(&WeightView, &mut DeviceBuffer<f32>)], // (n_out, n_embd), (t, n_out)
     ) -> Result<(), EngineError> {
         let (k, q, c, t) = (self.k, self.q, self.cfg, self.t);
         let ws: Vec<&WeightView> = outs.iter().map(|(w, _)| *w).collect();
         if let Some(m) = k.fused_round(&ws) {
+            let st = k.stage(xst, m, t, c.n_embd);
             k.norm_q8
-                .rms_norm(q, x, norm, xq, t, c.n_embd, c.rms_eps, m.block())?;
-            k.mul_rounded(q, xq, outs, t)
+                .rms_norm(q, x, norm, xq, t, c.n_embd, c.rms_eps, m.block(), st)?;
+            k.mul_rounded(q, xq, st, outs, t)
         } else {
             k.norm.rms_norm(q, x, norm, h, t, c.n_embd, c.rms_eps)?;
             k.mul_same_x(q, h, xq, outs, t)
@@ -462,9 +496,12 @@ impl LayerCtx<'_> {
         qk_norm: Option<(&DeviceBuffer<f32>, &DeviceBuffer<f32>)>,
         wo: &WeightView,
     ) -> Result<(), EngineError> {
-        let k = self.k;
-        if self.rope_store_attend(s, qk_norm, k.fused_round(&[wo]))? {
-            k.mul_rounded(self.q, &s.xq, &mut [(wo, &mut s.o)], self.t)
+        let (k, c) = (self.k, self.cfg);
+        let m = k.fused_round(&[wo]);
+        if self.rope_store_attend(s, qk_norm, m)? {
+            // the stage rope_store_attend had the attention write (the same call)
+            let st = m.and_then(|m| k.stage(&s.xst, m, self.t, c.n_head * c.head_dim));
+            k.mul_rounded(self.q, &s.xq, st, &mut [(wo, &mut s.o)], self.t)
         } else {
             k.mul(self.q, wo, &s.att, &s.xq, &mut s.o, self.t)
         }
@@ -676,6 +713,7 @@ impl Engine {
             actq: ActQ::new(&ctx)?,
             act_round: opts.act_round,
             fused: true,
+            xstage: std::env::var("STRATA_XSTAGE").map_or(true, |v| v != "0"),
             norm_q8: NormQ8::new(&ctx)?,
             glu_q8: GluQ8::new(&ctx)?,
             rope_kv: RopeKv::new(&ctx)?,

@@ -21,7 +21,7 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     let (k, q, c, w, t, il) = (l.k, l.q, l.cfg, l.w, l.t, l.il);
     let (wq, wk, wv) = (w.wq.view(), w.wk.view(), w.wv.view());
     let outs = &mut [(&wq, &mut s.q), (&wk, &mut s.k), (&wv, &mut s.v)];
-    l.norm_products(&s.x, &w.attn_norm, &s.h, &s.xq, outs)?;
+    l.norm_products(&s.x, &w.attn_norm, &s.h, &s.xq, &s.xst, outs)?;
     let qk_norm = (
         need(&w.q_norm, il, "attn_q_norm")?,
         need(&w.k_norm, il, "attn_k_norm")?,
@@ -32,6 +32,7 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     let (wg, wu) = (w.gate.view(), w.up.view());
     let outs = &mut [(&wg, &mut s.gate), (&wu, &mut s.up)];
     if let Some(m) = k.fused_round(&[&wg, &wu]) {
+        let st = k.stage(&s.xst, m, t, c.n_embd);
         k.norm_q8.norm_add_norm(
             q,
             &s.o,
@@ -43,8 +44,9 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
             c.n_embd,
             c.rms_eps,
             m.block(),
+            st,
         )?;
-        k.mul_rounded(q, &s.xq, outs, t)?;
+        k.mul_rounded(q, &s.xq, st, outs, t)?;
     } else {
         k.norm
             .rms_norm_add(q, &s.o, post_attn, &s.x, t, c.n_embd, c.rms_eps)?;
@@ -54,10 +56,10 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     }
     let wd = w.down.view();
     if let Some(m) = k.fused_glu_round(&wd, t) {
-        let n = t * c.n_ff;
+        let (n, st) = (t * c.n_ff, k.stage(&s.xst, m, t, c.n_ff));
         k.glu_q8
-            .run(q, Glu::GeluTanh, &s.gate, &s.up, &s.xq, n, m.block())?;
-        k.mul_rounded(q, &s.xq, &mut [(&wd, &mut s.o)], t)?;
+            .run(q, Glu::GeluTanh, &s.gate, &s.up, &s.xq, n, m.block(), st)?;
+        k.mul_rounded(q, &s.xq, st, &mut [(&wd, &mut s.o)], t)?;
     } else {
         k.act.gelu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
         k.mul(q, &wd, &s.gate, &s.xq, &mut s.o, t)?;

@@ -11,16 +11,26 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     let (k, q, c, w, t) = (l.k, l.q, l.cfg, l.w, l.t);
     let (wq, wk, wv) = (w.wq.view(), w.wk.view(), w.wv.view());
     let outs = &mut [(&wq, &mut s.q), (&wk, &mut s.k), (&wv, &mut s.v)];
-    l.norm_products(&s.x, &w.attn_norm, &s.h, &s.xq, outs)?;
+    l.norm_products(&s.x, &w.attn_norm, &s.h, &s.xq, &s.xst, outs)?;
     l.attend_project(s, None, &w.wo.view())?;
     // x += o; h = norm(x) * ffn_norm
     let (wg, wu) = (w.gate.view(), w.up.view());
     let outs = &mut [(&wg, &mut s.gate), (&wu, &mut s.up)];
     if let Some(m) = k.fused_round(&[&wg, &wu]) {
-        let b = m.block();
-        k.norm_q8
-            .add_rms_norm(q, &s.x, &s.o, &w.ffn_norm, &s.xq, t, c.n_embd, c.rms_eps, b)?;
-        k.mul_rounded(q, &s.xq, outs, t)?;
+        let (b, st) = (m.block(), k.stage(&s.xst, m, t, c.n_embd));
+        k.norm_q8.add_rms_norm(
+            q,
+            &s.x,
+            &s.o,
+            &w.ffn_norm,
+            &s.xq,
+            t,
+            c.n_embd,
+            c.rms_eps,
+            b,
+            st,
+        )?;
+        k.mul_rounded(q, &s.xq, st, outs, t)?;
     } else {
         k.norm
             .add_rms_norm(q, &s.x, &s.o, &w.ffn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
@@ -29,10 +39,10 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     // x += Wdown act: one launch at t <= 8 on tiled weights (bitwise the product then the add)
     let wd = w.down.view();
     if let Some(m) = k.fused_glu_round(&wd, t) {
-        let n = t * c.n_ff;
+        let (n, st) = (t * c.n_ff, k.stage(&s.xst, m, t, c.n_ff));
         k.glu_q8
-            .run(q, Glu::Silu, &s.gate, &s.up, &s.xq, n, m.block())?;
-        k.mul_rounded_residual(q, &wd, &s.xq, &mut s.o, &mut s.x, t)?;
+            .run(q, Glu::Silu, &s.gate, &s.up, &s.xq, n, m.block(), st)?;
+        k.mul_rounded_residual(q, &wd, &s.xq, st, &mut s.o, &mut s.x, t)?;
     } else {
         k.act.silu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
         k.mul_residual(q, &wd, &s.gate, &s.xq, &mut s.o, &mut s.x, t)?;

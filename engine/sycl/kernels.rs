@@ -49,7 +49,7 @@ pub const ROPE: KernelSource = source_with!("rope", ["rope"]);
 /// KV cache write (f32 rows -> f16 cache).
 pub const KV: KernelSource = source!("kv");
 /// Causal GQA attention over the f16 KV cache (-DCFG_HD=<head_dim>).
-pub const ATTN: KernelSource = source_with!("attn", ["addr", "actq"]);
+pub const ATTN: KernelSource = source_with!("attn", ["addr", "actq", "xstage"]);
 /// Attention for many query rows (the prompt path, T > 8; -DCFG_HD=<head_dim>).
 pub const ATTN_PREFILL: KernelSource = source!("attn_prefill");
 /// Row softmax.
@@ -57,11 +57,11 @@ pub const SOFTMAX: KernelSource = source!("softmax");
 /// Element-wise: gated activations, add, scale.
 pub const ACT: KernelSource = source_with!("act", ["addr", "act"]);
 /// Activation rounding through 8-bit blocks (llama.cpp-compatible matmul inputs; model helper).
-pub const ACTQ: KernelSource = source_with!("actq", ["addr", "actq"]);
+pub const ACTQ: KernelSource = source_with!("actq", ["addr", "actq", "xstage"]);
 /// RMSNorm (plain, residual-add variants) fused with the 8-bit rounding of its output.
-pub const NORM_Q8: KernelSource = source_with!("norm_q8", ["addr", "norm", "actq"]);
+pub const NORM_Q8: KernelSource = source_with!("norm_q8", ["addr", "norm", "actq", "xstage"]);
 /// Gated activation (SiLU / GELU-tanh times up) fused with the 8-bit rounding of its output.
-pub const GLU_Q8: KernelSource = source_with!("glu_q8", ["addr", "act", "actq"]);
+pub const GLU_Q8: KernelSource = source_with!("glu_q8", ["addr", "act", "actq", "xstage"]);
 /// RoPE on q and k + the f16 KV-cache store (+ Gemma's per-head q/k norms) in one launch.
 pub const ROPE_KV: KernelSource = source_with!("rope_kv", ["addr", "norm", "rope"]);
 
@@ -85,7 +85,7 @@ pub const MATMUL: KernelSource = source_qformats!("matmul");
 /// The opt-in KREG mmvq family (STRATA_MMVQ_KREG=1), self-contained: engine/kernels/mmvq_kreg.rs.
 pub const MMVQ_KREG: KernelSource = source!("mmvq_kreg");
 /// mmvq on weights repacked one lane per row (engine/kernels/tiled.rs).
-pub const MMVQ_TILED: KernelSource = source_with!("mmvq_tiled", ["addr"]);
+pub const MMVQ_TILED: KernelSource = source_with!("mmvq_tiled", ["addr", "xstage"]);
 /// mmvq on K-quant weights repacked one lane per row (engine/kernels/ktiled.rs).
 pub const MMVQ_KTILED: KernelSource = source_with!("mmvq_ktiled", ["addr"]);
 

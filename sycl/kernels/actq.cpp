@@ -14,11 +14,13 @@ namespace syclexp = sycl::ext::oneapi::experimental;
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
       SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
 
-STRATA_KERNEL void act_q8_32(uint64_t a_x, // (n_blocks * 32)
-                             uint64_t a_y, // (n_blocks * 32)
+STRATA_KERNEL void act_q8_32(uint64_t a_x,  // (n_blocks * 32)
+                             uint64_t a_y,  // (n_blocks * 32)
+                             uint64_t a_st, // (n_blocks * 33) staged y (xstage.hpp), or 0
                              int n_blocks) {
   const float *x = STRATA_ADDR(const float, a_x);
   float *y = STRATA_ADDR(float, a_y);
+  float *st = STRATA_ADDR(float, a_st);
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
   const int lane = (int)sg.get_local_id()[0];
@@ -30,6 +32,7 @@ STRATA_KERNEL void act_q8_32(uint64_t a_x, // (n_blocks * 32)
   q8_32_round(sg, a0, a1, y0, y1); // actq.hpp
   y[b * 32 + lane] = y0;
   y[b * 32 + 16 + lane] = y1;
+  xstage_block(sg, lane, st, (size_t)n_blocks * 32, b, y0, y1); // xstage.hpp
 }
 
 STRATA_KERNEL void act_q8_256(uint64_t a_x, // (n_blocks * 256)

@@ -172,9 +172,10 @@ STRATA_KERNEL void attn_part(uint64_t a_q,   // (T, n_head * CFG_HD) f32
 // round_block 32 / 256: the row is written rounded through 8-bit blocks as act_q8_32 /
 // act_q8_256 would round it (actq.hpp, same operations on the same values: the same bits), so
 // the output projection needs no rounding launch. 0: plain.
+// st (round_block 32 only, or nullptr): the staged output of xstage.hpp over all groups' rows.
 static inline void combine_one(sycl::sub_group sg, size_t g, const float *part,
                                const int32_t *pos, float *out, int n_head, int n_ctx,
-                               int window, int round_block) {
+                               int window, int round_block, float *st, size_t n_out_total) {
   const int lane = (int)sg.get_local_id()[0];
   const int t = (int)(g / n_head);
   const int n_chunks = (n_ctx + CFG_C - 1) / CFG_C;
@@ -205,7 +206,11 @@ static inline void combine_one(sycl::sub_group sg, size_t g, const float *part,
 #if CFG_E % 2 == 0
   // a block of 32 = elements (e, e + 1) of every lane: act_q8_32's (lane, 16 + lane)
   if (round_block == 32)
-    for (int b = 0; b < CFG_E / 2; b++) q8_32_round(sg, y[2 * b], y[2 * b + 1], y[2 * b], y[2 * b + 1]);
+    for (int b = 0; b < CFG_E / 2; b++) {
+      q8_32_round(sg, y[2 * b], y[2 * b + 1], y[2 * b], y[2 * b + 1]);
+      // block b of the row = flat block g * CFG_HD / 32 + b (xstage.hpp)
+      xstage_block(sg, lane, st, n_out_total, g * (CFG_HD / 32) + b, y[2 * b], y[2 * b + 1]);
+    }
 #endif
 #if CFG_E % 16 == 0
   // a block of 256 = elements 16 b .. 16 b + 15: act_q8_256's v[k] = element k * 16 + lane
@@ -221,11 +226,12 @@ static inline void combine_one(sycl::sub_group sg, size_t g, const float *part,
 STRATA_KERNEL void attn_combine(uint64_t a_part,   // (T, n_head, n_chunks, CFG_R) f32
                                 uint64_t a_pos,    // (T) i32
                                 uint64_t a_out,    // (T, n_head * CFG_HD) f32
+                                uint64_t a_st,     // round_block 32: staged out, or 0
                                 int n_head, int n_ctx, int window, int round_block) {
   const float *part = STRATA_ADDR(const float, a_part);
   const int32_t *pos = STRATA_ADDR(const int32_t, a_pos);
   float *out = STRATA_ADDR(float, a_out);
   auto it = syclext::this_work_item::get_nd_item<1>();
   combine_one(it.get_sub_group(), it.get_group(0), part, pos, out, n_head, n_ctx, window,
-              round_block);
+              round_block, STRATA_ADDR(float, a_st), it.get_group_range(0) * CFG_HD);
 }

@@ -14,8 +14,10 @@ namespace syclexp = sycl::ext::oneapi::experimental;
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
       SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
 
+// st: the staged yq of xstage.hpp (B = 32 only), or nullptr.
 template <int B, bool GELU>
-static inline void glu_q8(const float *gate, const float *up, float *yq, int n_blocks) {
+static inline void glu_q8(const float *gate, const float *up, float *yq, float *st,
+                          int n_blocks) {
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
   const int lane = (int)sg.get_local_id()[0];
@@ -30,6 +32,7 @@ static inline void glu_q8(const float *gate, const float *up, float *yq, int n_b
     q8_32_round(sg, act(lane), act(16 + lane), y0, y1);
     yb[lane] = y0;
     yb[16 + lane] = y1;
+    xstage_block(sg, lane, st, (size_t)n_blocks * 32, b, y0, y1); // xstage.hpp
   } else {
     float v[16];
     for (int k = 0; k < 16; k++) v[k] = act(k * 16 + lane);
@@ -41,11 +44,12 @@ static inline void glu_q8(const float *gate, const float *up, float *yq, int n_b
 STRATA_KERNEL void silu_mul_q8_32(uint64_t a_gate, // (n)
                                   uint64_t a_up,   // (n)
                                   uint64_t a_yq,   // (n) rounded; may alias gate or up
+                                  uint64_t a_st,   // (n + n / 32) staged yq (xstage.hpp), or 0
                                   int n_blocks) {
   const float *gate = STRATA_ADDR(const float, a_gate);
   const float *up = STRATA_ADDR(const float, a_up);
   float *yq = STRATA_ADDR(float, a_yq);
-  glu_q8<32, false>(gate, up, yq, n_blocks);
+  glu_q8<32, false>(gate, up, yq, STRATA_ADDR(float, a_st), n_blocks);
 }
 STRATA_KERNEL void silu_mul_q8_256(uint64_t a_gate, // (n)
                                    uint64_t a_up,   // (n)
@@ -54,16 +58,17 @@ STRATA_KERNEL void silu_mul_q8_256(uint64_t a_gate, // (n)
   const float *gate = STRATA_ADDR(const float, a_gate);
   const float *up = STRATA_ADDR(const float, a_up);
   float *yq = STRATA_ADDR(float, a_yq);
-  glu_q8<256, false>(gate, up, yq, n_blocks);
+  glu_q8<256, false>(gate, up, yq, nullptr, n_blocks);
 }
 STRATA_KERNEL void gelu_mul_q8_32(uint64_t a_gate, // (n)
                                   uint64_t a_up,   // (n)
                                   uint64_t a_yq,   // (n) rounded; may alias gate or up
+                                  uint64_t a_st,   // (n + n / 32) staged yq (xstage.hpp), or 0
                                   int n_blocks) {
   const float *gate = STRATA_ADDR(const float, a_gate);
   const float *up = STRATA_ADDR(const float, a_up);
   float *yq = STRATA_ADDR(float, a_yq);
-  glu_q8<32, true>(gate, up, yq, n_blocks);
+  glu_q8<32, true>(gate, up, yq, STRATA_ADDR(float, a_st), n_blocks);
 }
 STRATA_KERNEL void gelu_mul_q8_256(uint64_t a_gate, // (n)
                                    uint64_t a_up,   // (n)
@@ -72,5 +77,5 @@ STRATA_KERNEL void gelu_mul_q8_256(uint64_t a_gate, // (n)
   const float *gate = STRATA_ADDR(const float, a_gate);
   const float *up = STRATA_ADDR(const float, a_up);
   float *yq = STRATA_ADDR(float, a_yq);
-  glu_q8<256, true>(gate, up, yq, n_blocks);
+  glu_q8<256, true>(gate, up, yq, nullptr, n_blocks);
 }

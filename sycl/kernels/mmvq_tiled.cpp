@@ -10,7 +10,7 @@
 // permuted (see kt_decode). Q8_0: qs = byte planes [32][16] i8, plane e = element e of the rows.
 // Every weight load is `uniform + lane` (vector loads); x is uniform (broadcast); no cross-lane
 // reduction. The 4-bit formats leave each q at its bit offset in the word (one AND instead of
-// shift + AND) and multiply by x scaled by the inverse power of two, staged per block in
+// shift + AND) and multiply by x scaled by the inverse power of two (xs_scale, xstage.hpp), staged per block in
 // work-group memory: the same products, bit for bit (unless |x| < 2^-98, where the scaled x would
 // be subnormal). The 5-bit formats read q as the float 1 + q / 128 (kt_mag) and subtract sum(x)
 // per block: not bitwise the exact products (nmse ~1e-11 against the f64 reference, ~1e-14
@@ -19,6 +19,9 @@
 // one-column calls. -ffast-math is not used (it could re-associate the chains).
 // One launch may do up to three matrices sharing x (q/k/v, gate/up) and may add a residual to
 // the output (y = r + W x): see KT_KERNEL.
+// -DCFG_XS_PRE: x's per-block sums and its 4-bit scaled copy come staged by the kernel that
+// rounded x (xstage.hpp) instead of being computed here by every work-group: the same values,
+// so the same bits, and no sub-group reduce, work-group memory or barrier in the block loop.
 #include <sycl/sycl.hpp>
 #include <cstdint>
 namespace syclext = sycl::ext::oneapi;
@@ -131,15 +134,6 @@ static inline void kt_decode(const uint8_t *rec, int lane, int j, float v[8]) {
 #endif
 }
 
-#if STAGE_X
-// The factor that undoes kt_decode's bit offset for element e of a 4-bit format (an exact power
-// of two): element 4j+b sits at bit 8b of its word, element 16+4j+b at bit 8b+4.
-static inline float kt_scale(int e) {
-  const int sh = 8 * (e & 3) + (e >= 16 ? 4 : 0);
-  return sycl::bit_cast<float>((uint32_t)(127 - sh) << 23);
-}
-#endif
-
 // Element index of value k of word j (see kt_decode).
 static inline int kt_elem(int j, int k) {
 #if defined(CFG_FMT_Q8_0)
@@ -154,10 +148,12 @@ static inline int kt_elem(int j, int k) {
 // inside the loops (a run-time bound made the compiler mask every column's code and spill).
 // Each (row, column)'s sequence of operations depends on neither TT nor R: per block two fma
 // chains (even / odd k), then one fma (d) or add into the accumulator, blocks in order.
+// xsp, sxp (CFG_XS_PRE): the staged x of xstage.hpp, (TT, n_in) and (TT, nb).
 template <int TT, int R>
 static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const float *x, float *y,
                           const float *res, int n_in, int n_out, int nb, int lane,
-                          float *xs /* work-group memory: (2, TT, 32) */) {
+                          float *xs /* work-group memory: (2, TT, 32) */,
+                          [[maybe_unused]] const float *xsp, [[maybe_unused]] const float *sxp) {
   [[maybe_unused]] auto sg = syclext::this_work_item::get_nd_item<1>().get_sub_group();
   const size_t tbytes = (size_t)nb * REC; // one tile's records
   float acc[R][TT];
@@ -166,8 +162,8 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
 #pragma unroll
     for (int t = 0; t < TT; ++t) acc[i][t] = 0.0f;
 
-#if STAGE_X
-  const float sc_lo = kt_scale(lane), sc_hi = kt_scale(16 + lane);
+#if STAGE_X && !defined(CFG_XS_PRE)
+  const float sc_lo = xs_scale(lane), sc_hi = xs_scale(16 + lane);
 #endif
   for (int ib = 0; ib < nb; ++ib) {
     const float *xb = x + (size_t)ib * 32;
@@ -175,10 +171,14 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
 #if SUM_X
     // Per column, from the same two vector loads of the block's 32 x: their sum (one sub-group
     // sum, the same whatever T is, so T columns stay bitwise T one-column calls) and, for the
-    // 4-bit formats, their kt_scale copy in work-group memory (read as broadcasts like x
+    // 4-bit formats, their xs_scale copy in work-group memory (read as broadcasts like x
     // itself). Two copies by block parity, so one barrier per block orders the writes after the
-    // previous block's reads.
+    // previous block's reads. With CFG_XS_PRE both come staged (xstage.hpp).
     float sx[TT];
+#if defined(CFG_XS_PRE)
+#pragma unroll
+    for (int t = 0; t < TT; ++t) sx[t] = sxp[(size_t)t * nb + ib];
+#else
 #if STAGE_X
     float *xsb = xs + (ib & 1) * TT * 32;
 #endif
@@ -195,6 +195,7 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
 #if STAGE_X
     sycl::group_barrier(sg);
 #endif
+#endif // CFG_XS_PRE
 #endif
 #pragma unroll
     for (int i = 0; i < R; ++i) {
@@ -221,7 +222,9 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
         kt_decode(rec, lane, j, v);
 #pragma unroll
         for (int t = 0; t < TT; ++t) {
-#if STAGE_X
+#if STAGE_X && defined(CFG_XS_PRE)
+          const float *xt = xsp + (size_t)t * n_in + (size_t)ib * 32;
+#elif STAGE_X
           const float *xt = xs + (ib & 1) * TT * 32 + t * 32;
 #else
           const float *xt = xb + (size_t)t * n_in;
@@ -276,7 +279,7 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
 }
 
 // kt_run's scaled x: work-group memory for the formats that stage it (STAGE_X: the 4-bit ones).
-#if STAGE_X
+#if STAGE_X && !defined(CFG_XS_PRE)
 #define KT_XS_DECL(TT)                                                                          \
   static syclexp::work_group_static<float[2 * TT * 32]> xs_mem;                                 \
   float(&xs_buf)[2 * TT * 32] = xs_mem;
@@ -304,6 +307,8 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
                         uint64_t a_y1, /* (TT, n_out1) f32, or 0 */                             \
                         uint64_t a_y2, /* (TT, n_out2) f32, or 0 */                             \
                         uint64_t a_r,  /* (TT, n_out0) f32 residual, or 0 */                    \
+                        uint64_t a_xs, /* CFG_XS_PRE: (TT, n_in) staged x (xstage.hpp) */       \
+                        uint64_t a_sx, /* CFG_XS_PRE: (TT, n_in / 32) block sums */             \
                         int n_in, int n_out0, int n_out1, int n_out2) {                         \
     /* the buffers as addresses: addr.hpp */                                                       \
     const uint8_t *w0 = STRATA_ADDR(const uint8_t, a_w0);                                          \
@@ -311,6 +316,8 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
     const uint8_t *w2 = STRATA_ADDR(const uint8_t, a_w2);                                          \
     const float *x = STRATA_ADDR(const float, a_x);                                                \
     const float *r = STRATA_ADDR(const float, a_r);                                                \
+    const float *xsp = STRATA_ADDR(const float, a_xs);                                             \
+    const float *sxp = STRATA_ADDR(const float, a_sx);                                             \
     float *y0 = STRATA_ADDR(float, a_y0), *y1 = STRATA_ADDR(float, a_y1);                          \
     float *y2 = STRATA_ADDR(float, a_y2);                                                          \
     constexpr int R = KT_R(TT);                                                                 \
@@ -332,7 +339,7 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
     const int n_out = m == 0 ? n_out0 : (m == 1 ? n_out1 : n_out2);                             \
     const size_t tile0 = gl * R;                                                                \
     kt_run<TT, R>(w, tile0, (int)(tiles - tile0), x, y, m == 0 ? r : nullptr, n_in, n_out, nb,  \
-                  lane, KT_XS);                                                                 \
+                  lane, KT_XS, xsp, sxp);                                                       \
   }
 KT_KERNEL(1)
 KT_KERNEL(2)

@@ -20,15 +20,20 @@ namespace syclexp = sycl::ext::oneapi::experimental;
       SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
 
 // Writes round_B(val(i)) for i < n into yr, block by block; val(i) is only asked for elements
-// this lane owns (i % 16 == lane).
+// this lane owns (i % 16 == lane). st (B = 32 only, or nullptr): the staged output of
+// xstage.hpp, for all rows * n elements (this row's blocks from row * n / 32).
 template <int B, typename F>
-static inline void store_rounded(sycl::sub_group sg, int lane, int n, float *yr, F val) {
+static inline void store_rounded(sycl::sub_group sg, int lane, int n, float *yr, float *st,
+                                 F val) {
+  auto it = syclext::this_work_item::get_nd_item<1>();
+  const size_t row = it.get_group(0), total = it.get_group_range(0) * (size_t)n;
   for (int b0 = 0; b0 < n; b0 += B) {
     if (B == 32) {
       float y0, y1;
       q8_32_round(sg, val(b0 + lane), val(b0 + 16 + lane), y0, y1);
       yr[b0 + lane] = y0;
       yr[b0 + 16 + lane] = y1;
+      xstage_block(sg, lane, st, total, (row * n + b0) / 32, y0, y1); // xstage.hpp
     } else {
       float v[16];
       for (int k = 0; k < 16; k++) v[k] = val(b0 + k * 16 + lane);
@@ -39,19 +44,20 @@ static inline void store_rounded(sycl::sub_group sg, int lane, int n, float *yr,
 }
 
 template <int B>
-static inline void rms_norm_q8(const float *x, const float *w, float *yq, int n, float eps) {
+static inline void rms_norm_q8(const float *x, const float *w, float *yq, float *st, int n,
+                               float eps) {
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
   const int lane = (int)sg.get_local_id()[0];
   const size_t row = it.get_group(0);
   const float *xr = x + row * n;
   const float inv = row_inv_rms(xr, n, eps, lane, sg);
-  store_rounded<B>(sg, lane, n, yq + row * n, [&](int i) { return (xr[i] * inv) * w[i]; });
+  store_rounded<B>(sg, lane, n, yq + row * n, st, [&](int i) { return (xr[i] * inv) * w[i]; });
 }
 
 template <int B>
-static inline void add_rms_norm_q8(float *res, const float *a, const float *w, float *yq, int n,
-                                   float eps) {
+static inline void add_rms_norm_q8(float *res, const float *a, const float *w, float *yq,
+                                   float *st, int n, float eps) {
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
   const int lane = (int)sg.get_local_id()[0];
@@ -63,12 +69,12 @@ static inline void add_rms_norm_q8(float *res, const float *a, const float *w, f
     if (i < n) rr[i] = rr[i] + ar[i];
   }
   const float inv = row_inv_rms(rr, n, eps, lane, sg);
-  store_rounded<B>(sg, lane, n, yq + row * n, [&](int i) { return (rr[i] * inv) * w[i]; });
+  store_rounded<B>(sg, lane, n, yq + row * n, st, [&](int i) { return (rr[i] * inv) * w[i]; });
 }
 
 template <int B>
 static inline void norm_add_norm_q8(const float *a, const float *w1, float *res, const float *w2,
-                                    float *yq, int n, float eps) {
+                                    float *yq, float *st, int n, float eps) {
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
   const int lane = (int)sg.get_local_id()[0];
@@ -81,17 +87,19 @@ static inline void norm_add_norm_q8(const float *a, const float *w1, float *res,
     if (i < n) rr[i] = rr[i] + (ar[i] * inv1) * w1[i]; // as norm.cpp's rms_norm_add
   }
   const float inv2 = row_inv_rms(rr, n, eps, lane, sg);
-  store_rounded<B>(sg, lane, n, yq + row * n, [&](int i) { return (rr[i] * inv2) * w2[i]; });
+  store_rounded<B>(sg, lane, n, yq + row * n, st,
+                   [&](int i) { return (rr[i] * inv2) * w2[i]; });
 }
 
 STRATA_KERNEL void rms_norm_q8_32(uint64_t a_x,  // (rows, n)
                                   uint64_t a_w,  // (n)
                                   uint64_t a_yq, // (rows, n) rounded; may alias x
+                                  uint64_t a_st, // (rows * n * 33 / 32) staged yq, or 0
                                   int n, float eps) {
   const float *x = STRATA_ADDR(const float, a_x);
   const float *w = STRATA_ADDR(const float, a_w);
   float *yq = STRATA_ADDR(float, a_yq);
-  rms_norm_q8<32>(x, w, yq, n, eps);
+  rms_norm_q8<32>(x, w, yq, STRATA_ADDR(float, a_st), n, eps);
 }
 STRATA_KERNEL void rms_norm_q8_256(uint64_t a_x,  // (rows, n)
                                    uint64_t a_w,  // (n)
@@ -100,19 +108,20 @@ STRATA_KERNEL void rms_norm_q8_256(uint64_t a_x,  // (rows, n)
   const float *x = STRATA_ADDR(const float, a_x);
   const float *w = STRATA_ADDR(const float, a_w);
   float *yq = STRATA_ADDR(float, a_yq);
-  rms_norm_q8<256>(x, w, yq, n, eps);
+  rms_norm_q8<256>(x, w, yq, nullptr, n, eps);
 }
 
 STRATA_KERNEL void add_rms_norm_q8_32(uint64_t a_res, // (rows, n) residual, updated in place
                                       uint64_t a_a,   // (rows, n) added to the residual
                                       uint64_t a_w,   // (n)
                                       uint64_t a_yq,  // (rows, n) rounded normed output
+                                      uint64_t a_st,  // (rows * n * 33 / 32) staged yq, or 0
                                       int n, float eps) {
   float *res = STRATA_ADDR(float, a_res);
   const float *a = STRATA_ADDR(const float, a_a);
   const float *w = STRATA_ADDR(const float, a_w);
   float *yq = STRATA_ADDR(float, a_yq);
-  add_rms_norm_q8<32>(res, a, w, yq, n, eps);
+  add_rms_norm_q8<32>(res, a, w, yq, STRATA_ADDR(float, a_st), n, eps);
 }
 STRATA_KERNEL void add_rms_norm_q8_256(uint64_t a_res, // (rows, n) residual, updated in place
                                        uint64_t a_a,   // (rows, n) added to the residual
@@ -123,7 +132,7 @@ STRATA_KERNEL void add_rms_norm_q8_256(uint64_t a_res, // (rows, n) residual, up
   const float *a = STRATA_ADDR(const float, a_a);
   const float *w = STRATA_ADDR(const float, a_w);
   float *yq = STRATA_ADDR(float, a_yq);
-  add_rms_norm_q8<256>(res, a, w, yq, n, eps);
+  add_rms_norm_q8<256>(res, a, w, yq, nullptr, n, eps);
 }
 
 STRATA_KERNEL void norm_add_norm_q8_32(uint64_t a_a,   // (rows, n) normed, then added
@@ -131,13 +140,14 @@ STRATA_KERNEL void norm_add_norm_q8_32(uint64_t a_a,   // (rows, n) normed, then
                                        uint64_t a_res, // (rows, n) residual, updated in place
                                        uint64_t a_w2,  // (n) norm weight of the new residual
                                        uint64_t a_yq,  // (rows, n) rounded normed output
+                                       uint64_t a_st,  // (rows * n * 33 / 32) staged yq, or 0
                                        int n, float eps) {
   const float *a = STRATA_ADDR(const float, a_a);
   const float *w1 = STRATA_ADDR(const float, a_w1);
   float *res = STRATA_ADDR(float, a_res);
   const float *w2 = STRATA_ADDR(const float, a_w2);
   float *yq = STRATA_ADDR(float, a_yq);
-  norm_add_norm_q8<32>(a, w1, res, w2, yq, n, eps);
+  norm_add_norm_q8<32>(a, w1, res, w2, yq, STRATA_ADDR(float, a_st), n, eps);
 }
 STRATA_KERNEL void norm_add_norm_q8_256(uint64_t a_a,   // (rows, n) normed, then added
                                         uint64_t a_w1,  // (n) norm weight of a
@@ -150,5 +160,5 @@ STRATA_KERNEL void norm_add_norm_q8_256(uint64_t a_a,   // (rows, n) normed, the
   float *res = STRATA_ADDR(float, a_res);
   const float *w2 = STRATA_ADDR(const float, a_w2);
   float *yq = STRATA_ADDR(float, a_yq);
-  norm_add_norm_q8<256>(a, w1, res, w2, yq, n, eps);
+  norm_add_norm_q8<256>(a, w1, res, w2, yq, nullptr, n, eps);
 }

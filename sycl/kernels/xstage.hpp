@@ -1,0 +1,31 @@
+// The staged activation of the decode products (mmvq_tiled.cpp built with -DCFG_XS_PRE): what
+// every work-group of a product used to compute from x for each block of 32, before its first
+// weight, computed once by the kernel that wrote x (the 8-bit rounding kernels: actq, norm_q8,
+// glu_q8, attn's combine). Every work-group of a product reads the same x, so this was repeated
+// n_out / 16 times per block; it cost a quarter of the 4-bit loop (docs/performance.md, session 8).
+//
+// For an activation of n elements (rows of the product's n_in, flat) in blocks of 32, st holds
+// n + n / 32 floats:
+//   st[i]       = x[i] * xs_scale(i % 32)   x times 2^-(the bit offset at which the 4-bit formats
+//                                           leave that element's q in its word): exact
+//   st[n + b]   = the sum of block b, as reduce_over_group(sg, x[32b + lane] + x[32b + 16 + lane])
+// Same operations on the same values as the product's own staging: the same bits.
+#include <sycl/sycl.hpp>
+
+// The factor that undoes mmvq_tiled's 4-bit bit offset for element e of a block (an exact power
+// of two): element 4j+b sits at bit 8b of its word, element 16+4j+b at bit 8b+4.
+static inline float xs_scale(int e) {
+  const int sh = 8 * (e & 3) + (e >= 16 ? 4 : 0);
+  return sycl::bit_cast<float>((uint32_t)(127 - sh) << 23);
+}
+
+// Stages block b = elements (32b + lane, 32b + 16 + lane) = (y0, y1) of an n-element activation
+// into st (nullptr: nothing). Sub-group uniform: every lane calls it with the same st, n, b.
+static inline void xstage_block(sycl::sub_group sg, int lane, float *st, size_t n, size_t b,
+                                float y0, float y1) {
+  if (st == nullptr) return;
+  const float s = sycl::reduce_over_group(sg, y0 + y1, sycl::plus<float>());
+  st[b * 32 + lane] = y0 * xs_scale(lane);
+  st[b * 32 + 16 + lane] = y1 * xs_scale(16 + lane);
+  if (lane == 0) st[n + b] = s;
+}
