@@ -257,13 +257,18 @@ impl MatrixKernels {
         self.matmul_tile
     }
 
-    /// Builds both families for every listed ggml type now (e.g. at model load).
+    /// Builds the families the engine uses for every listed ggml type now (e.g. at model load).
     pub fn prepare(&self, type_ids: &[u32]) -> Result<()> {
         for &t in type_ids {
             self.kernel(t, Family::Mmvq, "prepare")?;
             self.kernel(t, Family::Matmul, "prepare")?;
             if super::tiled::supported(t) {
                 self.kernel(t, Family::MmvqTiled(1), "prepare")?;
+            }
+            if super::tiled::reads_stage(t) {
+                // the decode step's products read a staged x (xstage.rs): its own module, built
+                // now rather than inside the first generated token's time
+                self.kernel(t, Family::MmvqTiledPre(1), "prepare")?;
             }
             if super::ktiled::supported(t) {
                 self.kernel(t, Family::MmvqKTiled(1), "prepare")?;
