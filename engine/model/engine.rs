@@ -90,6 +90,8 @@ impl Kernels {
         n: usize,
     ) -> Option<XStage<'a>> {
         let on = self.xstage && m == ActRound::Q8Block32 && t <= MMVQ_MAX_T;
+        // XStage::new fails only if `buf` is short, and Scratch::xst is sized for 8 rows of the
+        // widest input; with None the products stage x themselves: the same bits either way
         on.then(|| XStage::new(buf, t * n).ok()).flatten()
     }
 
