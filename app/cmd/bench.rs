@@ -1,6 +1,7 @@
 //! `strata bench`: llama-bench's table: prompt processing (ppN: N tokens in one forward from an
 //! empty cache) and text generation (tgN: N single-token steps), r repetitions, mean ± sd t/s.
-//! Token ids are random, as llama-bench's.
+//! Token ids are random, as llama-bench's. With `-d D` (llama-bench's --n-depth) both tests run
+//! after D tokens already in the cache ("pp512 @ d2048"): decode at depth also reads the KV cache.
 
 use super::engine_args::EngineArgs;
 use anyhow::Result;
@@ -20,6 +21,9 @@ pub struct Args {
     /// Repetitions.
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     pub reps: usize,
+    /// Tokens already in the context when each test starts (0 = an empty cache).
+    #[arg(short = 'd', long = "n-depth", default_value_t = 0)]
+    pub depth: usize,
     /// Print JSON lines instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -41,7 +45,7 @@ fn mean_sd(v: &[f64]) -> (f64, f64) {
 
 pub fn run(mut a: Args) -> Result<()> {
     if a.engine.ctx == 0 {
-        a.engine.ctx = (a.n_prompt + a.n_gen).max(16);
+        a.engine.ctx = (a.depth + a.n_prompt + a.n_gen).max(16);
     }
     // the process's CPUs, read before the load pins this thread to one (sycl/affinity.rs)
     let threads = std::thread::available_parallelism()
@@ -60,30 +64,54 @@ pub fn run(mut a: Args) -> Result<()> {
     let mut rng = SplitMix64::new(42);
     let mut rand_tokens =
         |n: usize| -> Vec<u32> { (0..n).map(|_| (rng.next_u64() % n_vocab) as u32).collect() };
+    // the depth: positions 0..d filled once; every test then starts at d (rolling back to it)
+    let d = a.depth;
+    let need = d + a.n_prompt.max(a.n_gen);
+    let train = eng.config().n_ctx_train;
+    if need > eng.n_ctx() || need > train {
+        anyhow::bail!(
+            "-d {d} with -p {} / -n {} needs {need} positions; the context holds {} (--ctx) and \
+             the model was trained on {train}",
+            a.n_prompt,
+            a.n_gen,
+            eng.n_ctx()
+        );
+    }
+    if d > 0 {
+        let fill = rand_tokens(d);
+        eng.forward(&fill, 0, &[])?;
+    }
+    let label = |test: String| {
+        if d > 0 {
+            format!("{test} @ d{d}")
+        } else {
+            test
+        }
+    };
     let mut rows = Vec::new();
     if a.n_prompt > 0 {
         let toks = rand_tokens(a.n_prompt);
-        eng.forward(&toks, 0, &[toks.len() - 1])?; // warm-up
+        eng.forward(&toks, d, &[toks.len() - 1])?; // warm-up
         let mut ts = Vec::new();
         for _ in 0..a.reps.max(1) {
             let t = Instant::now();
-            eng.forward(&toks, 0, &[toks.len() - 1])?;
+            eng.forward(&toks, d, &[toks.len() - 1])?;
             ts.push(a.n_prompt as f64 / t.elapsed().as_secs_f64());
         }
-        rows.push((format!("pp{}", a.n_prompt), mean_sd(&ts)));
+        rows.push((label(format!("pp{}", a.n_prompt)), mean_sd(&ts)));
     }
     if a.n_gen > 0 {
         let toks = rand_tokens(a.n_gen);
-        eng.forward(&toks[..1], 0, &[0])?; // warm-up
+        eng.forward(&toks[..1], d, &[0])?; // warm-up
         let mut ts = Vec::new();
         for _ in 0..a.reps.max(1) {
             let t = Instant::now();
             for (i, &tk) in toks.iter().enumerate() {
-                eng.forward(&[tk], i, &[0])?;
+                eng.forward(&[tk], d + i, &[0])?;
             }
             ts.push(a.n_gen as f64 / t.elapsed().as_secs_f64());
         }
-        rows.push((format!("tg{}", a.n_gen), mean_sd(&ts)));
+        rows.push((label(format!("tg{}", a.n_gen)), mean_sd(&ts)));
     }
     if a.profile {
         profile_decode(&mut eng, &mut rand_tokens)?;
@@ -100,6 +128,7 @@ pub fn run(mut a: Args) -> Result<()> {
                 "{}",
                 serde_json::json!({"model": name, "size_bytes": eng.file_bytes(), "params": eng.n_params(),
                     "backend": "SYCL", "device": eng.device_name(), "threads": threads, "test": test,
+                    "n_depth": d,
                     "avg_ts": m, "stddev_ts": sd, "repetitions": a.reps})
             );
         }
