@@ -42,15 +42,6 @@ impl<'a> XStage<'a> {
         Ok(XStage { buf, n })
     }
 
-    /// Elements of the activation this stage covers.
-    pub fn len(&self) -> usize {
-        self.n
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.n == 0
-    }
-
     /// Checks that the stage was written for an activation of exactly `n` elements.
     pub fn check(&self, op: &'static str, n: usize) -> Result<()> {
         ensure(op, self.n == n, || {
