@@ -64,9 +64,7 @@ impl GluQ8 {
             Glu::GeluTanh => &self.gelu[bi],
         };
         let mut args = vec![Arg::addr(gate), Arg::addr(up), Arg::addr(yq)];
-        if block == 32 {
-            args.push(XStage::arg(st));
-        }
+        XStage::push_arg(&mut args, block, st);
         args.push(Arg::i32(nb as i32));
         q.launch(k, NdRange::groups(nb, 16), &args)
     }

@@ -97,9 +97,7 @@ impl NormQ8 {
 
     /// The arguments every kernel ends with: the stage (the blocks-of-32 kernels), n, eps.
     fn finish<'a>(args: &mut Vec<Arg<'a>>, block: usize, st: Option<XStage<'a>>, n: i32, eps: f32) {
-        if block == 32 {
-            args.push(XStage::arg(st));
-        }
+        XStage::push_arg(args, block, st);
         args.push(Arg::i32(n));
         args.push(Arg::f32(eps));
     }

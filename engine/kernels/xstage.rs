@@ -3,7 +3,7 @@
 //! `NormQ8`, `GluQ8`, the attention's rounded combine) and read by the tiled decode products
 //! (`MatrixKernels::mmvq_group` / `mmvq_residual`, `mmvq_tiled.cpp -DCFG_XS_PRE`) in place of
 //! staging x again in each of their work-groups. The products' outputs are bitwise those of the
-//! unstaged kernel (`tests/kernels_xstage.rs`).
+//! unstaged kernel (`tests/kernels_mmvq.rs::staged_x_is_bitwise_unstaged`, `tests/model_fused.rs`).
 //!
 //! Layout for an activation of `n` elements (a multiple of 32; rows of the product's n_in, flat):
 //! `n` floats x[i] * 2^-(bit offset of element i % 32 in the 4-bit formats' words), then `n / 32`
@@ -55,6 +55,14 @@ impl<'a> XStage<'a> {
     /// The rounding kernel's argument: the stage's address, or 0 for none.
     pub(crate) fn arg(st: Option<XStage<'a>>) -> Arg<'a> {
         st.map_or(Arg::u64(0), |s| Arg::addr(s.buf))
+    }
+
+    /// Appends the stage argument of a rounding kernel that has one: the blocks-of-32 variants
+    /// (`*_q8_32`) take it, the blocks-of-256 ones do not.
+    pub(crate) fn push_arg(args: &mut Vec<Arg<'a>>, block: usize, st: Option<XStage<'a>>) {
+        if block == 32 {
+            args.push(Self::arg(st));
+        }
     }
 
     /// The product's two arguments for rows `row0..` of width `n_in`: the scaled copy and the

@@ -108,9 +108,7 @@ impl ActQ {
         };
         let nb = n / block;
         let mut args = vec![Arg::addr(x), Arg::addr(y)];
-        if mode == ActRound::Q8Block32 {
-            args.push(XStage::arg(st)); // act_q8_32 stages, act_q8_256 does not
-        }
+        XStage::push_arg(&mut args, block, st);
         args.push(Arg::i32(nb as i32));
         q.launch(k, NdRange::groups(nb, 16), &args)?;
         Ok(())

@@ -25,6 +25,7 @@ use crate::kernels::norm_q8::NormQ8;
 use crate::kernels::qmatrix::MMVQ_MAX_T;
 use crate::kernels::rope::{Rope, RopeMode, RopeTable};
 use crate::kernels::rope_kv::{QkNorm, RopeKv, RopeKvShape};
+use crate::kernels::tiled;
 use crate::kernels::{MatmulTile, MatrixKernels, WeightView, XStage};
 use crate::sycl::{copy_across_n, Card, DeviceBuffer, Graph, HostBuffer, Queue};
 use half::f16;
@@ -81,15 +82,21 @@ pub struct Kernels {
 
 impl Kernels {
     /// The stage a fused rounding kernel writes for `t` rows of `n` elements and the products
-    /// after it read: blocks of 32, decode-sized t (the products are mmvq's), staging on.
+    /// by `ws` after it read: blocks of 32, decode-sized t (the products are mmvq's), staging
+    /// on, and one of `ws` a tiled format that reads it (`tiled::reads_stage`; a Q8_0-only
+    /// consumer would leave the stage unread).
     pub fn stage<'a>(
         &self,
         buf: &'a DeviceBuffer<f32>, // Scratch::xst
         m: ActRound,
+        ws: &[&WeightView],
         t: usize,
         n: usize,
     ) -> Option<XStage<'a>> {
-        let on = self.xstage && m == ActRound::Q8Block32 && t <= MMVQ_MAX_T;
+        let read = ws
+            .iter()
+            .any(|w| w.tiled.is_some() && tiled::reads_stage(w.type_id));
+        let on = self.xstage && read && m == ActRound::Q8Block32 && t <= MMVQ_MAX_T;
         // XStage::new fails only if `buf` is short, and Scratch::xst is sized for 8 rows of the
         // widest input; with None the products stage x themselves: the same bits either way
         on.then(|| XStage::new(buf, t * n).ok()).flatten()
@@ -362,12 +369,13 @@ impl LayerCtx<'_> {
     /// (this layer's window) into s.att (t, n_head * head_dim). Fused: one `rope_kv` launch
     /// before the attention (s.k then stays unrotated: only the cache reads it). With `round`
     /// and a call the one-launch attention takes, the output goes to s.xq rounded for the
-    /// output projection instead, and the result is true.
+    /// output projection instead (staged into `st` too, when given), and the result is true.
     pub fn rope_store_attend(
         &self,
         s: &Scratch,
         qk_norm: Option<(&DeviceBuffer<f32>, &DeviceBuffer<f32>)>,
         round: Option<ActRound>,
+        st: Option<XStage>, // (t * n_head * head_dim) elements
     ) -> Result<bool, EngineError> {
         let (k, q, c, t) = (self.k, self.q, self.cfg, self.t);
         let mode = Engine::rope_mode(c);
@@ -426,7 +434,6 @@ impl LayerCtx<'_> {
         let window = c.layers[self.il].window;
         if let Some(m) = round.filter(|m| k.attn.can_round(t, c.n_head, m.block())) {
             let block = m.block();
-            let st = k.stage(&s.xst, m, t, c.n_head * c.head_dim);
             k.attn.decode.run_rounded(
                 q,
                 &s.q,
@@ -479,7 +486,7 @@ impl LayerCtx<'_> {
         let (k, q, c, t) = (self.k, self.q, self.cfg, self.t);
         let ws: Vec<&WeightView> = outs.iter().map(|(w, _)| *w).collect();
         if let Some(m) = k.fused_round(&ws) {
-            let st = k.stage(xst, m, t, c.n_embd);
+            let st = k.stage(xst, m, &ws, t, c.n_embd);
             k.norm_q8
                 .rms_norm(q, x, norm, xq, t, c.n_embd, c.rms_eps, m.block(), st)?;
             k.mul_rounded(q, xq, st, outs, t)
@@ -500,9 +507,8 @@ impl LayerCtx<'_> {
     ) -> Result<(), EngineError> {
         let (k, c) = (self.k, self.cfg);
         let m = k.fused_round(&[wo]);
-        if self.rope_store_attend(s, qk_norm, m)? {
-            // the stage rope_store_attend had the attention write (the same call)
-            let st = m.and_then(|m| k.stage(&s.xst, m, self.t, c.n_head * c.head_dim));
+        let st = m.and_then(|m| k.stage(&s.xst, m, &[wo], self.t, c.n_head * c.head_dim));
+        if self.rope_store_attend(s, qk_norm, m, st)? {
             k.mul_rounded(self.q, &s.xq, st, &mut [(wo, &mut s.o)], self.t)
         } else {
             k.mul(self.q, wo, &s.att, &s.xq, &mut s.o, self.t)

@@ -32,7 +32,7 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     let (wg, wu) = (w.gate.view(), w.up.view());
     let outs = &mut [(&wg, &mut s.gate), (&wu, &mut s.up)];
     if let Some(m) = k.fused_round(&[&wg, &wu]) {
-        let st = k.stage(&s.xst, m, t, c.n_embd);
+        let st = k.stage(&s.xst, m, &[&wg, &wu], t, c.n_embd);
         k.norm_q8.norm_add_norm(
             q,
             &s.o,
@@ -56,7 +56,7 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     }
     let wd = w.down.view();
     if let Some(m) = k.fused_glu_round(&wd, t) {
-        let (n, st) = (t * c.n_ff, k.stage(&s.xst, m, t, c.n_ff));
+        let (n, st) = (t * c.n_ff, k.stage(&s.xst, m, &[&wd], t, c.n_ff));
         k.glu_q8
             .run(q, Glu::GeluTanh, &s.gate, &s.up, &s.xq, n, m.block(), st)?;
         k.mul_rounded(q, &s.xq, st, &mut [(&wd, &mut s.o)], t)?;

@@ -17,7 +17,7 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     let (wg, wu) = (w.gate.view(), w.up.view());
     let outs = &mut [(&wg, &mut s.gate), (&wu, &mut s.up)];
     if let Some(m) = k.fused_round(&[&wg, &wu]) {
-        let (b, st) = (m.block(), k.stage(&s.xst, m, t, c.n_embd));
+        let (b, st) = (m.block(), k.stage(&s.xst, m, &[&wg, &wu], t, c.n_embd));
         k.norm_q8.add_rms_norm(
             q,
             &s.x,
@@ -39,7 +39,7 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     // x += Wdown act: one launch at t <= 8 on tiled weights (bitwise the product then the add)
     let wd = w.down.view();
     if let Some(m) = k.fused_glu_round(&wd, t) {
-        let (n, st) = (t * c.n_ff, k.stage(&s.xst, m, t, c.n_ff));
+        let (n, st) = (t * c.n_ff, k.stage(&s.xst, m, &[&wd], t, c.n_ff));
         k.glu_q8
             .run(q, Glu::Silu, &s.gate, &s.up, &s.xq, n, m.block(), st)?;
         k.mul_rounded_residual(q, &wd, &s.xq, st, &mut s.o, &mut s.x, t)?;
