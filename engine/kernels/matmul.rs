@@ -5,6 +5,7 @@
 use super::qmatrix::{
     check_act, Family, MatrixError, MatrixKernels, Result, WeightView, MMVQ_MAX_T, SG,
 };
+use super::xstage::XStage;
 use crate::sycl::{Arg, DeviceBuffer, NdRange, Queue};
 
 impl MatrixKernels {
@@ -85,8 +86,37 @@ impl MatrixKernels {
         y_row0: usize,
         t: usize,
     ) -> Result<()> {
+        self.mul_at_st(q, w, x, x_row0, None, y, y_row0, t)
+    }
+
+    /// `mul` with x's stage (xstage.rs), written by the kernel that rounded x: the mmvq side
+    /// reads it (`mmvq_staged`), matmul has no use for it. The same outputs either way.
+    pub fn mul_staged(
+        &self,
+        q: &Queue,
+        w: &WeightView,            // (n_out, n_in)
+        x: &DeviceBuffer<f32>,     // (t, n_in)
+        st: Option<XStage>,        // x staged, (t * n_in) elements
+        y: &mut DeviceBuffer<f32>, // (t, n_out)
+        t: usize,
+    ) -> Result<()> {
+        self.mul_at_st(q, w, x, 0, st, y, 0, t)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn mul_at_st(
+        &self,
+        q: &Queue,
+        w: &WeightView,        // (n_out, n_in)
+        x: &DeviceBuffer<f32>, // (>= x_row0 + t, n_in)
+        x_row0: usize,
+        st: Option<XStage>,        // x staged, (x_row0 + t) * n_in elements
+        y: &mut DeviceBuffer<f32>, // (>= y_row0 + t, n_out)
+        y_row0: usize,
+        t: usize,
+    ) -> Result<()> {
         if t <= MMVQ_MAX_T {
-            self.mmvq_at(q, w, x, x_row0, y, y_row0, t)
+            self.mmvq_at_st(q, w, x, x_row0, st, y, y_row0, t)
         } else {
             self.matmul_at(q, w, x, x_row0, y, y_row0, t)
         }

@@ -54,7 +54,7 @@ impl MatrixKernels {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn mmvq_at_st(
+    pub(super) fn mmvq_at_st(
         &self,
         q: &Queue,
         w: &WeightView,        // (n_out, n_in), ggml type w.type_id

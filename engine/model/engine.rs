@@ -225,11 +225,7 @@ impl Kernels {
                 continue;
             }
             for (w, y) in g.iter_mut() {
-                if t <= MMVQ_MAX_T {
-                    self.mat.mmvq_staged(q, w, input, st, y, t)?;
-                } else {
-                    self.mat.mul(q, w, input, y, t)?;
-                }
+                self.mat.mul_staged(q, w, input, st, y, t)?;
             }
         }
         Ok(())
