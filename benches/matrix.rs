@@ -3,7 +3,9 @@
 //! (median and 90th percentile of 9 runs — on a loaded machine the 90th percentile is the run that
 //! had the cores; T <= 8 shows the tiled and the GGUF layout of mmvq, and for the tiled formats
 //! with a block sum the tiled kernel reading a staged x ("staged": the decode step's product,
-//! engine/kernels/xstage.rs; x staged once beforehand, as the rounding kernel does); each run launches once on every one of several distinct weight
+//! engine/kernels/xstage.rs; x staged once beforehand, as the rounding kernel does), and for
+//! Q4_0/Q4_1/Q5_0/Q5_1 the opt-in integer-dot kernel on the same stage ("vnni", STRATA_VNNI=1,
+//! engine/kernels/vnni.rs, where the CPU has AVX-512 VNNI); each run launches once on every one of several distinct weight
 //! copies, >= 256 MiB in all, back to back on an in-order queue, so no call finds its weights in
 //! cache). T = 1 and 8 run mmvq, T = 64 and 512 matmul (`MatrixKernels::mul`); GB/s counts
 //! weight bytes only, GFLOP/s is 2 * n_out * n_in * T per second (the figure for matmul, which is
@@ -23,7 +25,7 @@
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::time::Instant;
-use strata::kernels::{tiled, MatmulTile, MatrixKernels, QuantMatrix, XStage};
+use strata::kernels::{tiled, vnni, MatmulTile, MatrixKernels, QuantMatrix, XStage};
 use strata::model::actq::ActQ;
 use strata::quant::{self, type_id as ty};
 use strata::sycl::{self, Arg, Context, NdRange};
@@ -31,6 +33,9 @@ use strata::sycl::{self, Arg, Context, NdRange};
 /// How a case's weights and x are laid out for the product.
 #[derive(Clone, Copy, PartialEq)]
 enum Layout {
+    /// tiled weights, x staged with its integer records, the opt-in integer-dot kernel
+    /// (STRATA_VNNI=1, engine/kernels/vnni.rs)
+    Vnni,
     /// tiled weights, x staged by the kernel that rounded it (the engine's decode step)
     Staged,
     /// tiled weights, the kernel staging x itself
@@ -42,6 +47,7 @@ enum Layout {
 impl Layout {
     fn label(self) -> &'static str {
         match self {
+            Layout::Vnni => "vnni",
             Layout::Staged => "staged",
             Layout::Tiled => "tiled",
             Layout::Gguf => "gguf",
@@ -279,6 +285,15 @@ fn main() -> anyhow::Result<()> {
     let k = MatrixKernels::with_matmul_tile(&ctx, MatmulTile::for_context_or_env(&ctx)?);
     let actq = ActQ::new(&ctx)?;
     println!("matmul tile: {}", k.matmul_tile().label());
+    // the integer-dot kernel beside the default ones, where it can run
+    let mut kv = MatrixKernels::with_matmul_tile(&ctx, k.matmul_tile());
+    let vnni_ok = match vnni::unsupported(&ctx) {
+        None => kv.set_int_dot(true).is_ok(),
+        Some(why) => {
+            println!("no vnni rows: {why}");
+            false
+        }
+    };
     let (bw_med, bw_p90) = read_bandwidth(&q, &ctx)?;
     println!(
         "cold read bandwidth: median {bw_med:.1} GB/s, 90th percentile {bw_p90:.1} GB/s (% bw: the wall p90 GB/s over the 90th percentile; kern %: the kernel GB/s over the median)"
@@ -331,7 +346,9 @@ fn main() -> anyhow::Result<()> {
             // "staged": the tiled kernel reading x's stage (xstage.rs) as the engine's decode
             // step does, x rounded and staged once beforehand by act_q8_32
             let tiled_ok = t <= 8 && mats[0].tiled.is_some();
-            let layouts: &[Layout] = if tiled_ok && tiled::reads_stage(c.tid) {
+            let layouts: &[Layout] = if tiled_ok && vnni_ok && vnni::supported(c.tid) {
+                &[Layout::Vnni, Layout::Staged, Layout::Tiled, Layout::Gguf]
+            } else if tiled_ok && tiled::reads_stage(c.tid) {
                 &[Layout::Staged, Layout::Tiled, Layout::Gguf]
             } else if tiled_ok {
                 &[Layout::Tiled, Layout::Gguf]
@@ -343,13 +360,14 @@ fn main() -> anyhow::Result<()> {
                 q.alloc::<f32>(XStage::floats(t * c.n_in))?,
             );
             let st = XStage::new(&stb, t * c.n_in)?;
-            if layouts.contains(&Layout::Staged) {
+            if layouts.contains(&Layout::Staged) || layouts.contains(&Layout::Vnni) {
                 actq.run_staged(&q, &x, &xq, t * c.n_in, st)?;
             }
             for &layout in layouts {
                 let call = |qq: &sycl::Queue, m: &QuantMatrix, y: &mut sycl::DeviceBuffer<f32>| {
                     let mut v = m.view();
                     match layout {
+                        Layout::Vnni => kv.mmvq_staged(qq, &v, &xq, Some(st), y, t),
                         Layout::Staged => k.mmvq_staged(qq, &v, &xq, Some(st), y, t),
                         Layout::Tiled => k.mul(qq, &v, &x, y, t),
                         Layout::Gguf => {

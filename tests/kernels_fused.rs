@@ -142,7 +142,26 @@ impl Stages {
             assert!(e < 1e-6, "{label}: block {b} sum {s} vs reference {r}");
             worst = worst.max(e);
         }
-        println!("{label}: stage bitwise the unfused one; block sums within {worst:.1e} of sum|x|");
+        // the integer records: x = q * d exactly, d = max |x| / 127
+        for (b, (q, d)) in xstage::records(&f, self.n).into_iter().enumerate() {
+            let yb = &y[b * 32..b * 32 + 32];
+            let (rq, rd) = xstage::record_reference(yb);
+            assert!(
+                q == rq && d.to_bits() == rd.to_bits(),
+                "{label}: block {b} record ({q:?}, {d}) vs reference ({rq:?}, {rd})"
+            );
+            for (e, (&qi, &v)) in q.iter().zip(yb).enumerate() {
+                // (== rather than bits: q = 0 stands for -0 as well)
+                assert!(
+                    qi as f32 * d == v,
+                    "{label}: block {b} x[{e}] = {v}, q {qi} d {d}"
+                );
+            }
+        }
+        println!(
+            "{label}: stage bitwise the unfused one; block sums within {worst:.1e} of sum|x|; \
+             integer records exact"
+        );
     }
 }
 

@@ -400,6 +400,7 @@ fn staged_x_is_bitwise_unstaged() {
     assert!(e.to_string().contains("blocks of 32"), "{e}");
     let e = XStage::new(&b, 64)
         .err()
-        .expect("64 elements need 66 floats");
-    assert!(e.to_string().contains("66"), "{e}");
+        .expect("64 elements need 84 floats");
+    // 64 scaled + 2 block sums + 2 integer records of 9 floats
+    assert!(e.to_string().contains("84"), "{e}");
 }

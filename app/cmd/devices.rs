@@ -85,7 +85,11 @@ pub fn run(args: Args) -> Result<()> {
         let ctx = sycl::Context::new(std::slice::from_ref(&dev))?;
         let t = Instant::now();
         let mut modules = Vec::new();
+        let on_cpu = dev.info()?.device_type == sycl::DeviceType::Cpu;
         for src in sycl::kernels::ALL {
+            if src.name == sycl::kernels::MMVQ_VNNI.name && !on_cpu {
+                continue; // x86 assembly: the CPU device's only (engine/kernels/vnni.rs)
+            }
             let m = ctx.module(src, &[])?;
             // `module` already rebuilt a cold module from the cached IR (which stores the device
             // binary later processes hit; docs/sycl.md); this build, bypassing the in-process

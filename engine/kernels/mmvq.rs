@@ -7,6 +7,7 @@ use super::qmatrix::{
     MMVQ_ROWS_PER_GROUP, SG,
 };
 use super::tiled;
+use super::vnni;
 use super::xstage::XStage;
 use crate::sycl::{Arg, DeviceBuffer, NdRange, Queue};
 
@@ -189,18 +190,30 @@ impl MatrixKernels {
         if let Some(s) = &st {
             s.check("mmvq", (x_row0 + t) * m0.n_in)?;
         }
+        // the opt-in integer-dot kernel (vnni.rs) reads the stage's integer records
+        let int_dot = self.int_dot() && st.is_some() && vnni::supported(m0.type_id);
         let family = match st {
+            Some(_) if int_dot => Family::MmvqVnni(t as u8),
             Some(_) => Family::MmvqTiledPre(t as u8),
             None => Family::MmvqTiled(t as u8),
         };
         let k = self.kernel(m0.type_id, family, "mmvq")?;
-        let (xs, sx) = st.map_or((Arg::u64(0), Arg::u64(0)), |s| s.args_at(x_row0, m0.n_in));
-        // each matrix's tiles in work-groups of R tiles (its last one possibly short)
-        let per = tiled::tiles_per_group(t);
-        let groups: usize = mats
-            .iter()
-            .map(|m| m.n_out.div_ceil(tiled::TILE).div_ceil(per))
-            .sum();
+        let (xs, sx) = match st {
+            Some(s) if int_dot => s.int_args_at(x_row0, m0.n_in),
+            Some(s) => s.args_at(x_row0, m0.n_in),
+            None => (Arg::u64(0), Arg::u64(0)),
+        };
+        let tiles = |m: &Tiled| m.n_out.div_ceil(tiled::TILE);
+        let range = if int_dot {
+            // one work-item per tile, all matrices' tiles in a row
+            let per = vnni::TILES_PER_GROUP;
+            NdRange::groups(mats.iter().map(tiles).sum::<usize>().div_ceil(per), per)
+        } else {
+            // each matrix's tiles in work-groups of R tiles (its last one possibly short)
+            let per = tiled::tiles_per_group(t);
+            let groups = mats.iter().map(|m| tiles(m).div_ceil(per)).sum();
+            NdRange::groups(groups, tiled::TILE)
+        };
         // addresses, not pointer arguments: sycl/kernels/addr.hpp
         let w = |i: usize| mats.get(i).map_or(Arg::u64(0), |m| Arg::addr(m.tiles));
         let y = |i: usize| {
@@ -210,7 +223,7 @@ impl MatrixKernels {
         let n_out = |i: usize| Arg::i32(mats.get(i).map_or(0, |m| m.n_out as i32));
         q.launch(
             &k,
-            NdRange::groups(groups, tiled::TILE),
+            range,
             &[
                 w(0),
                 w(1),

@@ -8,6 +8,7 @@ pub mod mmvq;
 pub mod mmvq_kreg;
 pub mod qmatrix;
 pub mod tiled;
+pub mod vnni;
 pub mod xstage;
 
 pub use matmul_tile::MatmulTile;

@@ -4,7 +4,7 @@
 
 use super::matmul_tile::MatmulTile;
 use crate::quant::{self, type_id, QuantError};
-use crate::sycl::kernels::{MATMUL, MMVQ, MMVQ_KTILED, MMVQ_TILED};
+use crate::sycl::kernels::{MATMUL, MMVQ, MMVQ_KTILED, MMVQ_TILED, MMVQ_VNNI};
 use crate::sycl::{Context, DeviceBuffer, Kernel, Store, SyclError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -228,6 +228,8 @@ pub enum Family {
     MmvqTiledPre(u8),
     /// mmvq on K-tiled weights (`mmvq_ktiled.cpp`, Q4_K/Q5_K/Q6_K), per column count 1..=8
     MmvqKTiled(u8),
+    /// the opt-in integer-dot product on tiled weights (`mmvq_vnni.cpp`, vnni.rs)
+    MmvqVnni(u8),
 }
 
 /// The matrix kernels of one context, built per (format, family) on first use (or by `prepare`)
@@ -236,6 +238,8 @@ pub struct MatrixKernels {
     ctx: Context,
     built: Mutex<HashMap<(u32, Family), Arc<Kernel>>>,
     matmul_tile: MatmulTile,
+    /// the decode products of Q4_0/Q4_1/Q5_0/Q5_1 with a staged x use `mmvq_vnni.cpp`
+    int_dot: bool,
 }
 
 impl MatrixKernels {
@@ -250,11 +254,29 @@ impl MatrixKernels {
             ctx: ctx.clone(),
             built: Mutex::new(HashMap::new()),
             matmul_tile,
+            int_dot: false,
         }
     }
 
     pub fn matmul_tile(&self) -> MatmulTile {
         self.matmul_tile
+    }
+
+    /// Turns the integer-dot decode products (vnni.rs) on or off; refused, naming why, where
+    /// they cannot run. Off by default: the engine turns them on for `STRATA_VNNI=1`.
+    pub fn set_int_dot(&mut self, on: bool) -> Result<()> {
+        if on {
+            if let Some(why) = super::vnni::unsupported(&self.ctx) {
+                return Err(super::vnni::refused(why));
+            }
+        }
+        self.int_dot = on;
+        Ok(())
+    }
+
+    /// Whether the integer-dot decode products are on.
+    pub fn int_dot(&self) -> bool {
+        self.int_dot
     }
 
     /// Builds the families the engine uses for every listed ggml type now (e.g. at model load).
@@ -269,6 +291,9 @@ impl MatrixKernels {
                 // the decode step's products read a staged x (xstage.rs): its own module, built
                 // now rather than inside the first generated token's time
                 self.kernel(t, Family::MmvqTiledPre(1), "prepare")?;
+            }
+            if self.int_dot && super::vnni::supported(t) {
+                self.kernel(t, Family::MmvqVnni(1), "prepare")?;
             }
             if super::ktiled::supported(t) {
                 self.kernel(t, Family::MmvqKTiled(1), "prepare")?;
@@ -295,11 +320,13 @@ impl MatrixKernels {
             Family::Matmul => (&MATMUL, "matmul"),
             Family::MmvqTiled(_) | Family::MmvqTiledPre(_) => (&MMVQ_TILED, "mmvq_tiled"),
             Family::MmvqKTiled(_) => (&MMVQ_KTILED, "mmvq_ktiled"),
+            Family::MmvqVnni(_) => (&MMVQ_VNNI, "mmvq_vnni"),
         };
         let kname = match family {
-            Family::MmvqTiled(t) | Family::MmvqTiledPre(t) | Family::MmvqKTiled(t) => {
-                format!("{kname}_t{t}")
-            }
+            Family::MmvqTiled(t)
+            | Family::MmvqTiledPre(t)
+            | Family::MmvqKTiled(t)
+            | Family::MmvqVnni(t) => format!("{kname}_t{t}"),
             _ => kname.to_string(),
         };
         let tile = self.matmul_tile.options();

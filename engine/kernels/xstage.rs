@@ -7,24 +7,27 @@
 //!
 //! Layout for an activation of `n` elements (a multiple of 32; rows of the product's n_in, flat):
 //! `n` floats x[i] * 2^-(bit offset of element i % 32 in the 4-bit formats' words), then `n / 32`
-//! block sums.
+//! block sums, then `n / 32` integer records of 36 bytes (9 floats): the block's 32 q as int8 and
+//! its f32 scale d, x = q * d exactly, read by the opt-in integer-dot products (vnni.rs).
 
 use super::float_args::ensure;
 use crate::sycl::{Arg, DeviceBuffer, Result};
 
 const OP: &str = "xstage";
+/// One block's integer record: q[32] int8, then the f32 scale.
+pub const RECORD_FLOATS: usize = 9;
 
 /// Where a rounding kernel stages its output of `n` elements, and where a product finds it.
 #[derive(Clone, Copy)]
 pub struct XStage<'a> {
-    buf: &'a DeviceBuffer<f32>, // (n + n / 32)
+    buf: &'a DeviceBuffer<f32>, // (n + n / 32 + 9 n / 32)
     n: usize,
 }
 
 impl<'a> XStage<'a> {
     /// Floats a stage of `n` activation elements takes.
     pub fn floats(n: usize) -> usize {
-        n + n / 32
+        n + n / 32 + RECORD_FLOATS * (n / 32)
     }
 
     /// The stage of an `n`-element activation in `buf`: n a multiple of 32, buf large enough.
@@ -73,6 +76,16 @@ impl<'a> XStage<'a> {
             Arg::addr_at(self.buf, self.n + row0 * (n_in / 32)),
         )
     }
+
+    /// The integer-dot product's two arguments for rows `row0..` of width `n_in`: the integer
+    /// records and the block sums.
+    pub(crate) fn int_args_at(&self, row0: usize, n_in: usize) -> (Arg<'a>, Arg<'a>) {
+        let nb0 = row0 * (n_in / 32);
+        (
+            Arg::addr_at(self.buf, self.n + self.n / 32 + RECORD_FLOATS * nb0),
+            Arg::addr_at(self.buf, self.n + nb0),
+        )
+    }
 }
 
 /// A rounding launcher's check of its optional stage: blocks of 32 only, covering exactly the
@@ -99,6 +112,35 @@ pub fn reference(x: &[f32]) -> (Vec<f32>, Vec<f64>) {
         .map(|b| b.iter().map(|&v| v as f64).sum())
         .collect();
     (scaled, sums)
+}
+
+/// The integer records of a stage read back from the stage buffer's floats, for an activation of
+/// `n` elements: per block its 32 q and its scale d.
+pub fn records(stage: &[f32], n: usize) -> Vec<([i8; 32], f32)> {
+    let base = n + n / 32;
+    (0..n / 32)
+        .map(|b| {
+            let r = &stage[base + RECORD_FLOATS * b..][..RECORD_FLOATS];
+            let mut q = [0i8; 32];
+            for (w, f) in r[..8].iter().enumerate() {
+                for (k, byte) in f.to_le_bytes().into_iter().enumerate() {
+                    q[4 * w + k] = byte as i8;
+                }
+            }
+            (q, r[8])
+        })
+        .collect()
+}
+
+/// What a block's integer record must hold for its rounded values `y` (x = q * d exactly, the
+/// largest |q| 127): d = max |y| / 127 (exact: max |y| is 127 d) and q = y / d.
+pub fn record_reference(y: &[f32]) -> ([i8; 32], f32) {
+    let d = y.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
+    let mut q = [0i8; 32];
+    for (o, &v) in q.iter_mut().zip(y) {
+        *o = if d != 0.0 { (v / d).round() as i8 } else { 0 };
+    }
+    (q, d)
 }
 
 /// xs_scale of xstage.hpp: element 4j+b of a block sits at bit 8b of its word, 16+4j+b at 8b+4.

@@ -704,8 +704,14 @@ impl Engine {
             },
         )?;
         // the prompt path's register tile: the device's, unless STRATA_MATMUL_TILE forces one
-        let mat = MatrixKernels::with_matmul_tile(&ctx, MatmulTile::for_context_or_env(&ctx)?);
+        let mut mat = MatrixKernels::with_matmul_tile(&ctx, MatmulTile::for_context_or_env(&ctx)?);
         tracing::info!(tile = %mat.matmul_tile().label(), "matmul register tile");
+        // STRATA_VNNI=1: the integer-dot decode products (not bitwise the default; refused with
+        // the reason where they cannot run)
+        if crate::kernels::vnni::requested() {
+            mat.set_int_dot(true)?;
+            tracing::info!("integer-dot decode products on (STRATA_VNNI=1)");
+        }
         let kernels = Kernels {
             mat,
             embed: Embed::new(&ctx)?,
@@ -1038,6 +1044,13 @@ impl Engine {
     /// same results (tests and A/B measurements compare the two).
     pub fn set_fused(&mut self, on: bool) {
         self.kernels.fused = on;
+    }
+
+    /// Turns the opt-in integer-dot decode products (`STRATA_VNNI`, engine/kernels/vnni.rs) on
+    /// or off; refused, naming why, where they cannot run. They read the staged x, so
+    /// `STRATA_XSTAGE=0` leaves them unused.
+    pub fn set_int_dot(&mut self, on: bool) -> Result<(), EngineError> {
+        Ok(self.kernels.mat.set_int_dot(on)?)
     }
 
     /// Mode of the RoPE kernel for this model.

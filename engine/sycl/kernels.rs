@@ -88,6 +88,9 @@ pub const MMVQ_KREG: KernelSource = source!("mmvq_kreg");
 pub const MMVQ_TILED: KernelSource = source_with!("mmvq_tiled", ["addr", "xstage"]);
 /// mmvq on K-quant weights repacked one lane per row (engine/kernels/ktiled.rs).
 pub const MMVQ_KTILED: KernelSource = source_with!("mmvq_ktiled", ["addr"]);
+/// The opt-in integer-dot mmvq on the tiled weights (engine/kernels/vnni.rs): x86 inline
+/// assembly, built for the CPU device only.
+pub const MMVQ_VNNI: KernelSource = source_with!("mmvq_vnni", ["addr"]);
 
 /// Device read-bandwidth probe (benches/bandwidth.rs).
 pub const BANDWIDTH: KernelSource = source!("bandwidth");
@@ -109,6 +112,7 @@ pub const ALL: &[&KernelSource] = &[
     &MMVQ_KREG,
     &MMVQ_TILED,
     &MMVQ_KTILED,
+    &MMVQ_VNNI,
     &ATTN_PREFILL,
     &NORM_Q8,
     &GLU_Q8,

@@ -29,10 +29,10 @@ STRATA_KERNEL void act_q8_32(uint64_t a_x,  // (n_blocks * 32)
   const float *xb = x + b * 32;
   const float a0 = xb[lane], a1 = xb[16 + lane];
   float y0, y1;
-  q8_32_round(sg, a0, a1, y0, y1); // actq.hpp
+  const float dh = q8_32_round(sg, a0, a1, y0, y1); // actq.hpp
   y[b * 32 + lane] = y0;
   y[b * 32 + 16 + lane] = y1;
-  xstage_block(sg, lane, st, (size_t)n_blocks * 32, b, y0, y1); // xstage.hpp
+  xstage_block(sg, lane, st, (size_t)n_blocks * 32, b, y0, y1, dh); // xstage.hpp
 }
 
 STRATA_KERNEL void act_q8_256(uint64_t a_x, // (n_blocks * 256)

@@ -4,8 +4,9 @@
 #include <sycl/sycl.hpp>
 
 // Block of 32: (a0, a1) = elements (lane, 16 + lane); d = amax / 127 rounded to f16,
-// y = rint(x / d) * d.
-static inline void q8_32_round(sycl::sub_group sg, float a0, float a1, float &y0, float &y1) {
+// y = rint(x / d) * d. Returns that f16 d as a float: y = q * d exactly, q an integer in
+// [-127, 127] (xstage.hpp stages q and d for the integer-dot products).
+static inline float q8_32_round(sycl::sub_group sg, float a0, float a1, float &y0, float &y1) {
   const float amax = sycl::reduce_over_group(sg, sycl::fmax(sycl::fabs(a0), sycl::fabs(a1)),
                                              sycl::maximum<float>());
   const float d = amax / 127.0f;
@@ -13,6 +14,7 @@ static inline void q8_32_round(sycl::sub_group sg, float a0, float a1, float &y0
   const float dh = (float)(sycl::half)d;
   y0 = sycl::rint(a0 * id) * dh;
   y1 = sycl::rint(a1 * id) * dh;
+  return dh;
 }
 
 // Block of 256 (Q8_K), in place: v[k] = element k * 16 + lane. m = the element of largest |x|

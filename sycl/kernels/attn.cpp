@@ -207,9 +207,10 @@ static inline void combine_one(sycl::sub_group sg, size_t g, const float *part,
   // a block of 32 = elements (e, e + 1) of every lane: act_q8_32's (lane, 16 + lane)
   if (round_block == 32)
     for (int b = 0; b < CFG_E / 2; b++) {
-      q8_32_round(sg, y[2 * b], y[2 * b + 1], y[2 * b], y[2 * b + 1]);
+      const float dh = q8_32_round(sg, y[2 * b], y[2 * b + 1], y[2 * b], y[2 * b + 1]);
       // block b of the row = flat block g * CFG_HD / 32 + b (xstage.hpp)
-      xstage_block(sg, lane, st, n_out_total, g * (CFG_HD / 32) + b, y[2 * b], y[2 * b + 1]);
+      xstage_block(sg, lane, st, n_out_total, g * (CFG_HD / 32) + b, y[2 * b], y[2 * b + 1],
+                   dh);
     }
 #endif
 #if CFG_E % 16 == 0

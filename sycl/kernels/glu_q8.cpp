@@ -29,10 +29,10 @@ static inline void glu_q8(const float *gate, const float *up, float *yq, float *
   auto act = [&](int i) { return GELU ? gelu_mul1(gb[i], ub[i]) : silu_mul1(gb[i], ub[i]); };
   if (B == 32) {
     float y0, y1;
-    q8_32_round(sg, act(lane), act(16 + lane), y0, y1);
+    const float dh = q8_32_round(sg, act(lane), act(16 + lane), y0, y1);
     yb[lane] = y0;
     yb[16 + lane] = y1;
-    xstage_block(sg, lane, st, (size_t)n_blocks * 32, b, y0, y1); // xstage.hpp
+    xstage_block(sg, lane, st, (size_t)n_blocks * 32, b, y0, y1, dh); // xstage.hpp
   } else {
     float v[16];
     for (int k = 0; k < 16; k++) v[k] = act(k * 16 + lane);

@@ -30,10 +30,10 @@ static inline void store_rounded(sycl::sub_group sg, int lane, int n, float *yr,
   for (int b0 = 0; b0 < n; b0 += B) {
     if (B == 32) {
       float y0, y1;
-      q8_32_round(sg, val(b0 + lane), val(b0 + 16 + lane), y0, y1);
+      const float dh = q8_32_round(sg, val(b0 + lane), val(b0 + 16 + lane), y0, y1);
       yr[b0 + lane] = y0;
       yr[b0 + 16 + lane] = y1;
-      xstage_block(sg, lane, st, total, (row * n + b0) / 32, y0, y1); // xstage.hpp
+      xstage_block(sg, lane, st, total, (row * n + b0) / 32, y0, y1, dh); // xstage.hpp
     } else {
       float v[16];
       for (int k = 0; k < 16; k++) v[k] = val(b0 + k * 16 + lane);

@@ -5,10 +5,13 @@
 // n_out / 16 times per block; it cost a quarter of the 4-bit loop (docs/performance.md, session 8).
 //
 // For an activation of n elements (rows of the product's n_in, flat) in blocks of 32, st holds
-// n + n / 32 floats:
+// n + n / 32 + 9 n / 32 floats:
 //   st[i]       = x[i] * xs_scale(i % 32)   x times 2^-(the bit offset at which the 4-bit formats
 //                                           leave that element's q in its word): exact
 //   st[n + b]   = the sum of block b, as reduce_over_group(sg, x[32b + lane] + x[32b + 16 + lane])
+//   st[n + n/32 + 9b ..] = block b's integer record for the integer-dot products (mmvq_vnni.cpp):
+//                 36 bytes, q[32] int8 then d f32, with x[32b + e] = q[e] * d exactly (the
+//                 rounding's own q and f16 scale, actq.hpp)
 // Same operations on the same values as the product's own staging: the same bits.
 #include <sycl/sycl.hpp>
 
@@ -20,12 +23,21 @@ static inline float xs_scale(int e) {
 }
 
 // Stages block b = elements (32b + lane, 32b + 16 + lane) = (y0, y1) of an n-element activation
-// into st (nullptr: nothing). Sub-group uniform: every lane calls it with the same st, n, b.
+// into st (nullptr: nothing); dh = the block's scale (q8_32_round's return: y = q * dh).
+// Sub-group uniform: every lane calls it with the same st, n, b.
 static inline void xstage_block(sycl::sub_group sg, int lane, float *st, size_t n, size_t b,
-                                float y0, float y1) {
+                                float y0, float y1, float dh) {
   if (st == nullptr) return;
   const float s = sycl::reduce_over_group(sg, y0 + y1, sycl::plus<float>());
   st[b * 32 + lane] = y0 * xs_scale(lane);
   st[b * 32 + 16 + lane] = y1 * xs_scale(16 + lane);
-  if (lane == 0) st[n + b] = s;
+  float *rec = st + n + n / 32 + 9 * b;
+  // y = q * dh exactly, so the quotient is q exactly (dh = 0: the block is all 0)
+  int8_t *q = (int8_t *)rec;
+  q[lane] = (int8_t)(dh != 0.0f ? sycl::rint(y0 / dh) : 0.0f);
+  q[16 + lane] = (int8_t)(dh != 0.0f ? sycl::rint(y1 / dh) : 0.0f);
+  if (lane == 0) {
+    st[n + b] = s;
+    rec[8] = dh;
+  }
 }

@@ -1,0 +1,152 @@
+//! The opt-in integer-dot decode products (`STRATA_VNNI=1`, engine/kernels/vnni.rs) against the
+//! f64 reference on fresh random weights and activations: every format it takes, the models'
+//! q/k/v and gate/up groups and small odd shapes, T = 1..8, single, grouped and residual launches.
+//! x comes rounded and staged by `ActQ::run_staged`, as the engine's rounding kernels do.
+//! Also: T columns are bitwise T one-column calls, a grouped launch is bitwise its single
+//! launches, the residual form is bitwise product + add, and the default kernel is untouched.
+
+mod support;
+use strata::kernels::{matrix_ref, vnni, MatrixKernels, QuantMatrix, XStage};
+use strata::model::actq::ActQ;
+use strata::quant::type_id;
+use support::matrix::*;
+
+const FORMATS_VNNI: &[(&str, u32)] = &[
+    ("Q4_0", type_id::Q4_0),
+    ("Q4_1", type_id::Q4_1),
+    ("Q5_0", type_id::Q5_0),
+    ("Q5_1", type_id::Q5_1),
+];
+
+/// (n_in, [n_out per matrix]): the models' q/k/v and gate/up, and odd small ones (a partial last
+/// tile, one matrix).
+const GROUPS: &[(usize, &[usize])] = &[
+    (576, &[576, 192, 192]),
+    (576, &[1536, 1536]),
+    (1536, &[576]),
+    (640, &[1024, 256, 256]),
+    (640, &[2048, 2048]),
+    (96, &[37, 45, 20]),
+    (96, &[5]),
+];
+
+/// nmse against the f64 reference: the block's integer sum is exact, so what is left is one f32
+/// rounding per block and the f32 sum over blocks (measured: about 1e-15).
+const BOUND: f64 = 1e-12;
+
+#[test]
+fn int_dot_matches_reference() {
+    let (ctx, q, mut k) = setup();
+    if let Some(why) = vnni::unsupported(&ctx) {
+        // an explicit, visible refusal, not a silent pass: this machine cannot run the kernel
+        let e = k.set_int_dot(true).expect_err("refused where unsupported");
+        assert!(e.to_string().contains("STRATA_VNNI"), "{e}");
+        println!("integer-dot kernel not runnable here ({why}); checked the refusal only");
+        return;
+    }
+    let aq = ActQ::new(&ctx).unwrap();
+    let plain = MatrixKernels::new(&ctx);
+    k.set_int_dot(true).unwrap();
+    assert!(k.int_dot() && !plain.int_dot());
+    let mut rng = rng(0x766e6e69);
+    for &(name, tid) in FORMATS_VNNI {
+        let (mut worst, mut worst_default, mut differ_default) = (0f64, 0f64, 0usize);
+        for &(n_in, n_outs) in GROUPS {
+            let wbs: Vec<Vec<u8>> = n_outs
+                .iter()
+                .map(|&n_out| weights(&mut rng, tid, n_out, n_in))
+                .collect();
+            let mats: Vec<_> = n_outs
+                .iter()
+                .zip(&wbs)
+                .map(|(&n_out, wb)| QuantMatrix::upload(&q, name, tid, n_out, n_in, wb).unwrap())
+                .collect();
+            let views: Vec<_> = mats.iter().map(|m| m.view()).collect();
+            let xd = q.upload(&values(&mut rng, 8 * n_in)).unwrap();
+            let xq = q.alloc::<f32>(8 * n_in).unwrap();
+            let stb = q.alloc::<f32>(XStage::floats(8 * n_in)).unwrap();
+            let n0 = n_outs[0];
+            let res = values(&mut rng, 8 * n0);
+            // per matrix: the last column of each t-column call, t = 1..8
+            let mut last_cols: Vec<Vec<f32>> = vec![Vec::new(); views.len()];
+            let mut full = Vec::new(); // the 8-column call's outputs
+            for t in 1..=8 {
+                let st = XStage::new(&stb, t * n_in).unwrap();
+                aq.run_staged(&q, &xd, &xq, t * n_in, st).unwrap();
+                let xh = q.to_vec(&xq).unwrap();
+                let mut single = Vec::new();
+                for (i, v) in views.iter().enumerate() {
+                    let mut y = q.alloc::<f32>(t * v.n_out).unwrap();
+                    k.mmvq_staged(&q, v, &xq, Some(st), &mut y, t).unwrap();
+                    let y = q.to_vec(&y).unwrap();
+                    let want = matrix_ref(tid, &wbs[i], v.n_out, n_in, &xh[..t * n_in], t).unwrap();
+                    let e = nmse(&y, &want);
+                    assert!(
+                        e < BOUND,
+                        "{name} ({}, {n_in}) T={t}: nmse {e:.2e} against the f64 reference",
+                        v.n_out
+                    );
+                    worst = worst.max(e);
+                    // a MatrixKernels without the flag runs the default float kernel on the
+                    // same stage: another rounding, so some outputs differ
+                    let mut d = q.alloc::<f32>(t * v.n_out).unwrap();
+                    plain.mmvq_staged(&q, v, &xq, Some(st), &mut d, t).unwrap();
+                    let d = q.to_vec(&d).unwrap();
+                    differ_default += bits_differ(&d, &y);
+                    worst_default = worst_default.max(nmse(&d, &want));
+                    last_cols[i].extend_from_slice(&y[(t - 1) * v.n_out..]);
+                    single.push(y);
+                }
+                // grouped: bitwise the single launches
+                let mut ys: Vec<_> = views
+                    .iter()
+                    .map(|v| q.alloc::<f32>(t * v.n_out).unwrap())
+                    .collect();
+                let mut outs: Vec<_> = views.iter().zip(ys.iter_mut()).collect();
+                assert!(k.mmvq_group(&q, &xq, Some(st), &mut outs, t).unwrap());
+                for (y, s) in ys.iter().zip(&single) {
+                    assert_eq!(
+                        bits_differ(&q.to_vec(y).unwrap(), s),
+                        0,
+                        "{name} grouped T={t}"
+                    );
+                }
+                // residual: bitwise r + the product
+                let mut r = q.upload(&res[..t * n0]).unwrap();
+                assert!(k
+                    .mmvq_residual(&q, &views[0], &xq, Some(st), &mut r, t)
+                    .unwrap());
+                let want: Vec<f32> = res[..t * n0]
+                    .iter()
+                    .zip(&single[0])
+                    .map(|(a, b)| a + b)
+                    .collect();
+                assert_eq!(
+                    bits_differ(&q.to_vec(&r).unwrap(), &want),
+                    0,
+                    "{name} residual T={t}"
+                );
+                full = single;
+            }
+            // column c of the 8-column call is bitwise column c of the (c+1)-column call: each
+            // column's sequence of operations does not depend on T
+            for (i, y) in full.iter().enumerate() {
+                let d = bits_differ(&last_cols[i], y);
+                assert_eq!(
+                    d, 0,
+                    "{name} ({}, {n_in}): {d} outputs depend on T",
+                    views[i].n_out
+                );
+            }
+        }
+        assert!(
+            differ_default > 0,
+            "{name}: the flag did not change the kernel"
+        );
+        println!(
+            "{name}: integer-dot products within nmse {worst:.2e} of the f64 reference (bound \
+             {BOUND:.0e}; the default float kernel: {worst_default:.2e}), T = 1..8, \
+             single/grouped/residual"
+        );
+    }
+}
