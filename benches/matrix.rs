@@ -346,8 +346,11 @@ fn main() -> anyhow::Result<()> {
             // "staged": the tiled kernel reading x's stage (xstage.rs) as the engine's decode
             // step does, x rounded and staged once beforehand by act_q8_32
             let tiled_ok = t <= 8 && mats[0].tiled.is_some();
-            let layouts: &[Layout] = if tiled_ok && vnni_ok && vnni::supported(c.tid) {
+            let int_dot = tiled_ok && vnni_ok && vnni::supported(c.tid);
+            let layouts: &[Layout] = if int_dot && tiled::reads_stage(c.tid) {
                 &[Layout::Vnni, Layout::Staged, Layout::Tiled, Layout::Gguf]
+            } else if int_dot {
+                &[Layout::Vnni, Layout::Tiled, Layout::Gguf]
             } else if tiled_ok && tiled::reads_stage(c.tid) {
                 &[Layout::Staged, Layout::Tiled, Layout::Gguf]
             } else if tiled_ok {
@@ -359,7 +362,12 @@ fn main() -> anyhow::Result<()> {
                 q.alloc::<f32>(t * c.n_in)?,
                 q.alloc::<f32>(XStage::floats(t * c.n_in))?,
             );
-            let st = XStage::new(&stb, t * c.n_in)?;
+            // x rounded as the engine rounds it for the format: blocks of 32, or of 256 (the
+            // K-quants: their stage is the integer records only)
+            let st = match vnni::stage_block(c.tid) {
+                Some(256) => XStage::new_k(&stb, t * c.n_in)?,
+                _ => XStage::new(&stb, t * c.n_in)?,
+            };
             if layouts.contains(&Layout::Staged) || layouts.contains(&Layout::Vnni) {
                 actq.run_staged(&q, &x, &xq, t * c.n_in, st)?;
             }

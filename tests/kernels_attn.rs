@@ -310,13 +310,17 @@ fn rounded_output_is_bitwise_attention_then_actq() {
                     &q, &qrows, &kc, &vc, &pos, &plain, a.0, a.1, a.2, a.3, a.4, a.5,
                 )
                 .unwrap();
-                // blocks of 32 also stage the output for Wo (xstage.rs): bitwise act_q8_32's
+                // the output also staged for Wo (xstage.rs; blocks of 256: the integer
+                // records): bitwise act_q8_32's / act_q8_256's
                 let nan = vec![f32::NAN; XStage::floats(n)];
                 let (sa, sw) = (q.upload(&nan).unwrap(), q.upload(&nan).unwrap());
-                let st = (block == 32).then(|| XStage::new(&sa, n).unwrap());
-                if block == 32 {
-                    let sw = XStage::new(&sw, n).unwrap();
-                    actq.run_staged(&q, &plain, &want, n, sw).unwrap();
+                let stage = |b| match block {
+                    32 => XStage::new(b, n).unwrap(),
+                    _ => XStage::new_k(b, n).unwrap(),
+                };
+                let st = (block != 0).then(|| stage(&sa));
+                if block != 0 {
+                    actq.run_staged(&q, &plain, &want, n, stage(&sw)).unwrap();
                 } else {
                     actq.run(&q, mode, &plain, &want, n).unwrap();
                 }
@@ -327,9 +331,14 @@ fn rounded_output_is_bitwise_attention_then_actq() {
                 let label = format!("hd {} block {block} t {t} pos {p0}", c.hd);
                 let (got, want) = (q.to_vec(&rounded).unwrap(), q.to_vec(&want).unwrap());
                 assert_bitwise(&label, &got, &want);
-                if block == 32 {
+                if block != 0 {
                     let (a, b) = (q.to_vec(&sa).unwrap(), q.to_vec(&sw).unwrap());
-                    assert_bitwise(&format!("{label} stage"), &a, &b);
+                    let len = if block == 32 {
+                        XStage::floats(n)
+                    } else {
+                        XStage::floats_k(n)
+                    };
+                    assert_bitwise(&format!("{label} stage"), &a[..len], &b[..len]);
                 }
                 // the rounding did something: not every value survives it unchanged
                 let plain = q.to_vec(&plain).unwrap();

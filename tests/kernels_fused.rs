@@ -17,18 +17,10 @@ use strata::kernels::norm_q8::{reference_round, NormQ8};
 use strata::kernels::rope::{rope_freqs, Rope, RopeMode, RopeTable};
 use strata::kernels::rope_kv::{self, QkNorm, RopeKv, RopeKvShape};
 use strata::kernels::xstage::{self, XStage};
-use strata::model::actq::{ActQ, ActRound};
+use strata::model::actq::ActQ;
 use strata::sycl::{DeviceBuffer, Queue};
 
 const TS: [usize; 5] = [1, 2, 5, 8, 37];
-
-fn mode(block: usize) -> ActRound {
-    if block == 32 {
-        ActRound::Q8Block32
-    } else {
-        ActRound::Q8Block256
-    }
-}
 
 /// Activations like a residual stream: mostly small, a few large outliers per row.
 fn activations(rng: &mut StdRng, n: usize) -> Vec<f32> {
@@ -100,9 +92,10 @@ impl Stages {
         }
     }
 
-    /// The fused kernel's stage argument: blocks of 32 stage, blocks of 256 do not.
+    /// The fused kernel's stage argument: blocks of 32 stage x (xstage.rs), blocks of 256 its
+    /// integer records.
     fn fused(&self, block: usize) -> Option<XStage<'_>> {
-        (block == 32).then(|| XStage::new(&self.fused, self.n).unwrap())
+        Some(stage(&self.fused, block, self.n))
     }
 
     /// The unfused rounding of `h` into `yu`, staged with blocks of 32.
@@ -114,24 +107,21 @@ impl Stages {
         h: &DeviceBuffer<f32>,
         yu: &DeviceBuffer<f32>,
     ) {
-        if block == 32 {
-            let st = XStage::new(&self.plain, self.n).unwrap();
-            aq.run_staged(q, h, yu, self.n, st).unwrap();
-        } else {
-            aq.run(q, mode(block), h, yu, self.n).unwrap();
-        }
+        let st = stage(&self.plain, block, self.n);
+        aq.run_staged(q, h, yu, self.n, st).unwrap();
     }
 
     /// Blocks of 32: both stages bitwise equal, and equal to the reference stage of the rounded
     /// output `y` (the scaled copy exactly, the block sums within f32 summation error).
     fn check(&self, label: &str, q: &Queue, block: usize, y: &[f32]) {
-        if block != 32 {
-            return;
-        }
         let (f, p) = (
             q.to_vec(&self.fused).unwrap(),
             q.to_vec(&self.plain).unwrap(),
         );
+        if block == 256 {
+            check_records_k(label, &f, &p, y, self.n);
+            return;
+        }
         assert_bitwise(&format!("{label} stage"), &f, &p);
         let (scaled, sums) = xstage::reference(y);
         assert_bitwise(&format!("{label} staged copy"), &f[..self.n], &scaled);
@@ -163,6 +153,41 @@ impl Stages {
              integer records exact"
         );
     }
+}
+
+/// The stage of `n` elements rounded in blocks of `block` in `b`.
+fn stage(b: &DeviceBuffer<f32>, block: usize, n: usize) -> XStage<'_> {
+    if block == 32 {
+        XStage::new(b, n).unwrap()
+    } else {
+        XStage::new_k(b, n).unwrap()
+    }
+}
+
+/// Blocks of 256: the fused kernel's integer records bitwise the unfused rounding's, and true to
+/// the rounded output `y`: y = q * d (the f32 product), |q| <= 127 reached, the sums of 16 exact.
+fn check_records_k(label: &str, f: &[f32], p: &[f32], y: &[f32], n: usize) {
+    let len = XStage::floats_k(n);
+    assert_bitwise(&format!("{label} records"), &f[..len], &p[..len]);
+    for (b, (qs, d, sums)) in xstage::records_k(f, n).into_iter().enumerate() {
+        let yb = &y[b * 256..b * 256 + 256];
+        for (e, (&qi, &v)) in qs.iter().zip(yb).enumerate() {
+            assert!(
+                qi as f32 * d == v,
+                "{label}: block {b} x[{e}] = {v}, q {qi} d {d}"
+            );
+        }
+        let top = qs.iter().map(|&v| (v as i32).abs()).max().unwrap_or(0);
+        assert!(
+            top == 127 || d == 0.0,
+            "{label}: block {b} largest |q| {top}"
+        );
+        for (g, &s) in sums.iter().enumerate() {
+            let want: i32 = qs[16 * g..16 * g + 16].iter().map(|&v| v as i32).sum();
+            assert_eq!(s as i32, want, "{label}: block {b} sum {g}");
+        }
+    }
+    println!("{label}: integer records bitwise the unfused ones, x = q * d, sums exact");
 }
 
 #[test]

@@ -83,6 +83,11 @@ impl MatrixKernels {
         // (Q4_K/Q5_K/Q6_K; with STRATA_MMVQ_KREG=1 KREG took those above and never gets here).
         if let Some(tiled) = w.tiled {
             if super::ktiled::supported(w.type_id) {
+                if self.int_dot_reads(w.type_id, st) {
+                    // the opt-in integer-dot kernel on the same K-tiled copy (vnni.rs)
+                    let m = Tiled::new(w, &*y, y_row0)?;
+                    return self.mmvq_tiled(q, &[m], x, x_row0, None, st, t);
+                }
                 return self.mmvq_ktiled(q, w, tiled, x, x_row0, y, y_row0, t);
             }
             let m = Tiled::new(w, &*y, y_row0)?;
@@ -156,8 +161,10 @@ impl MatrixKernels {
         y: &mut DeviceBuffer<f32>, // (t, n_out) residual in, residual + W x out
         t: usize,
     ) -> Result<bool> {
-        // (the K-quants' copies are ktiled.rs's layout, which has no residual form)
-        if w.tiled.is_none() || !tiled::supported(w.type_id) || t == 0 || t > MMVQ_MAX_T {
+        // (the K-quants' copies are ktiled.rs's layout: only the integer-dot kernel has a
+        // residual form for them)
+        let takes = tiled::supported(w.type_id) || self.int_dot_reads(w.type_id, st);
+        if w.tiled.is_none() || !takes || t == 0 || t > MMVQ_MAX_T {
             return Ok(false);
         }
         w.check("mmvq")?;
@@ -166,6 +173,12 @@ impl MatrixKernels {
         let m = Tiled::new(w, &*y, 0)?;
         self.mmvq_tiled(q, &[m], x, 0, Some(y), st, t)?;
         Ok(true)
+    }
+
+    /// Whether the integer-dot kernel takes format `type_id` with this stage: on, and the stage
+    /// of the rounding block the format's records need (vnni.rs).
+    fn int_dot_reads(&self, type_id: u32, st: Option<XStage>) -> bool {
+        self.int_dot() && st.is_some_and(|s| vnni::stage_block(type_id) == Some(s.block()))
     }
 
     /// The tiled kernel (`mmvq_tiled.cpp`) over 1..=3 matrices of one format and n_in: one
@@ -186,12 +199,13 @@ impl MatrixKernels {
     ) -> Result<()> {
         debug_assert!((1..=3).contains(&mats.len()));
         let m0 = &mats[0];
-        let st = st.filter(|_| tiled::reads_stage(m0.type_id));
+        // the opt-in integer-dot kernel (vnni.rs) reads the stage's integer records
+        let int_dot = self.int_dot_reads(m0.type_id, st);
+        // (a K stage, blocks of 256, is only ever the integer-dot kernel's)
+        let st = st.filter(|s| int_dot || (s.block() == 32 && tiled::reads_stage(m0.type_id)));
         if let Some(s) = &st {
             s.check("mmvq", (x_row0 + t) * m0.n_in)?;
         }
-        // the opt-in integer-dot kernel (vnni.rs) reads the stage's integer records
-        let int_dot = self.int_dot() && st.is_some() && vnni::supported(m0.type_id);
         let family = match st {
             Some(_) if int_dot => Family::MmvqVnni(t as u8),
             Some(_) => Family::MmvqTiledPre(t as u8),
@@ -262,7 +276,8 @@ impl<'a> Tiled<'a> {
             what: "mmvq".into(),
             message: "the matrix has no tiled copy".into(),
         })?;
-        let want = tiled::tiled_bytes(w.type_id, w.n_out, w.n_in);
+        let want = tiled::tiled_bytes(w.type_id, w.n_out, w.n_in)
+            .or_else(|| super::ktiled::tiled_bytes(w.type_id, w.n_out, w.n_in));
         if want != Some(tiles.len()) {
             return Err(MatrixError::Shape {
                 what: "mmvq".into(),

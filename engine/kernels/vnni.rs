@@ -48,12 +48,20 @@ pub fn unsupported(ctx: &Context) -> Option<String> {
     None
 }
 
-/// The formats the kernel takes.
+/// The formats the kernel takes: the 32-element-block ones on `tiled.rs`'s layout, the K-quants
+/// on `ktiled.rs`'s.
 pub fn supported(t: u32) -> bool {
-    matches!(
-        t,
-        type_id::Q4_0 | type_id::Q4_1 | type_id::Q5_0 | type_id::Q5_1
-    )
+    stage_block(t).is_some()
+}
+
+/// The rounding block whose stage the kernel reads for format `t`: 32 (x rounded as Q8_0, the
+/// stage's integer records) or 256 (x rounded as Q8_K, the K stage, xstage.rs).
+pub fn stage_block(t: u32) -> Option<usize> {
+    match t {
+        type_id::Q4_0 | type_id::Q4_1 | type_id::Q5_0 | type_id::Q5_1 => Some(32),
+        type_id::Q4_K | type_id::Q5_K | type_id::Q6_K => Some(256),
+        _ => None,
+    }
 }
 
 /// The error for asking for the kernel where it cannot run.

@@ -9,6 +9,11 @@
 //! `n` floats x[i] * 2^-(bit offset of element i % 32 in the 4-bit formats' words), then `n / 32`
 //! block sums, then `n / 32` integer records of 36 bytes (9 floats): the block's 32 q as int8 and
 //! its f32 scale d, x = q * d exactly, read by the opt-in integer-dot products (vnni.rs).
+//!
+//! A rounding through blocks of 256 (the K-quants' Q8_K, `XStage::new_k`) stages only integer
+//! records, for the integer-dot products of the K-quants: `n / 256` records of 292 bytes (73
+//! floats): q[256] int8, the f32 scale d (x = q * d rounded to f32), and 16 int16 sums of q over
+//! elements 16g .. 16g + 15.
 
 use super::float_args::ensure;
 use crate::sycl::{Arg, DeviceBuffer, Result};
@@ -16,12 +21,15 @@ use crate::sycl::{Arg, DeviceBuffer, Result};
 const OP: &str = "xstage";
 /// One block's integer record: q[32] int8, then the f32 scale.
 pub const RECORD_FLOATS: usize = 9;
+/// One block of 256's integer record: q[256] int8, the f32 scale, 16 int16 sums.
+pub const RECORD_K_FLOATS: usize = 73;
 
 /// Where a rounding kernel stages its output of `n` elements, and where a product finds it.
 #[derive(Clone, Copy)]
 pub struct XStage<'a> {
-    buf: &'a DeviceBuffer<f32>, // (n + n / 32 + 9 n / 32)
+    buf: &'a DeviceBuffer<f32>, // (floats(n)) blocks of 32, (floats_k(n)) blocks of 256
     n: usize,
+    block: usize, // 32 or 256
 }
 
 impl<'a> XStage<'a> {
@@ -30,19 +38,43 @@ impl<'a> XStage<'a> {
         n + n / 32 + RECORD_FLOATS * (n / 32)
     }
 
+    /// Floats a stage of `n` activation elements rounded in blocks of 256 takes (never more
+    /// than `floats(n)`).
+    pub fn floats_k(n: usize) -> usize {
+        RECORD_K_FLOATS * (n / 256)
+    }
+
     /// The stage of an `n`-element activation in `buf`: n a multiple of 32, buf large enough.
     pub fn new(buf: &'a DeviceBuffer<f32>, n: usize) -> Result<XStage<'a>> {
-        ensure(OP, n % 32 == 0, || {
-            format!("{n} elements is not a whole number of blocks of 32")
+        Self::with_block(buf, n, 32)
+    }
+
+    /// The integer records of an `n`-element activation rounded in blocks of 256 in `buf`.
+    pub fn new_k(buf: &'a DeviceBuffer<f32>, n: usize) -> Result<XStage<'a>> {
+        Self::with_block(buf, n, 256)
+    }
+
+    fn with_block(buf: &'a DeviceBuffer<f32>, n: usize, block: usize) -> Result<XStage<'a>> {
+        ensure(OP, n % block == 0, || {
+            format!("{n} elements is not a whole number of blocks of {block}")
         })?;
-        ensure(OP, buf.len() >= Self::floats(n), || {
+        let need = if block == 32 {
+            Self::floats(n)
+        } else {
+            Self::floats_k(n)
+        };
+        ensure(OP, buf.len() >= need, || {
             format!(
-                "the stage buffer holds {} floats, {n} elements need {}",
-                buf.len(),
-                Self::floats(n)
+                "the stage buffer holds {} floats, {n} elements need {need}",
+                buf.len()
             )
         })?;
-        Ok(XStage { buf, n })
+        Ok(XStage { buf, n, block })
+    }
+
+    /// The rounding block the stage was made for: 32 or 256.
+    pub fn block(&self) -> usize {
+        self.block
     }
 
     /// Checks that the stage was written for an activation of exactly `n` elements.
@@ -60,10 +92,10 @@ impl<'a> XStage<'a> {
         st.map_or(Arg::u64(0), |s| Arg::addr(s.buf))
     }
 
-    /// Appends the stage argument of a rounding kernel that has one: the blocks-of-32 variants
-    /// (`*_q8_32`) take it, the blocks-of-256 ones do not.
+    /// Appends the stage argument of a rounding kernel: the blocks-of-32 variants (`*_q8_32`)
+    /// and the blocks-of-256 ones (`*_q8_256`) both take one; other modes none.
     pub(crate) fn push_arg(args: &mut Vec<Arg<'a>>, block: usize, st: Option<XStage<'a>>) {
-        if block == 32 {
+        if block == 32 || block == 256 {
             args.push(Self::arg(st));
         }
     }
@@ -80,6 +112,11 @@ impl<'a> XStage<'a> {
     /// The integer-dot product's two arguments for rows `row0..` of width `n_in`: the integer
     /// records and the block sums.
     pub(crate) fn int_args_at(&self, row0: usize, n_in: usize) -> (Arg<'a>, Arg<'a>) {
+        if self.block == 256 {
+            // records only: the sums are inside them
+            let at = RECORD_K_FLOATS * row0 * (n_in / 256);
+            return (Arg::addr_at(self.buf, at), Arg::u64(0));
+        }
         let nb0 = row0 * (n_in / 32);
         (
             Arg::addr_at(self.buf, self.n + self.n / 32 + RECORD_FLOATS * nb0),
@@ -94,8 +131,11 @@ pub fn stage_check(op: &'static str, st: Option<XStage>, block: usize, n: usize)
     let Some(s) = st else {
         return Ok(());
     };
-    ensure(op, block == 32, || {
-        format!("a staged output needs rounding blocks of 32, not {block}")
+    ensure(op, block == s.block, || {
+        format!(
+            "a stage for rounding blocks of {} given to a rounding in blocks of {block}",
+            s.block
+        )
     })?;
     s.check(op, n)
 }
@@ -128,6 +168,24 @@ pub fn records(stage: &[f32], n: usize) -> Vec<([i8; 32], f32)> {
                 }
             }
             (q, r[8])
+        })
+        .collect()
+}
+
+/// The integer records of a stage of blocks of 256 read back from the stage buffer's floats, for
+/// an activation of `n` elements: per block its 256 q, its scale d and its 16 sums of 16 q.
+pub fn records_k(stage: &[f32], n: usize) -> Vec<(Vec<i8>, f32, [i16; 16])> {
+    (0..n / 256)
+        .map(|b| {
+            let r = &stage[RECORD_K_FLOATS * b..][..RECORD_K_FLOATS];
+            let bytes: Vec<u8> = r.iter().flat_map(|f| f.to_le_bytes()).collect();
+            let q = bytes[..256].iter().map(|&v| v as i8).collect();
+            let d = f32::from_le_bytes([bytes[256], bytes[257], bytes[258], bytes[259]]);
+            let mut sums = [0i16; 16];
+            for (g, s) in sums.iter_mut().enumerate() {
+                *s = i16::from_le_bytes([bytes[260 + 2 * g], bytes[261 + 2 * g]]);
+            }
+            (q, d, sums)
         })
         .collect()
 }

@@ -76,7 +76,13 @@ impl ActQ {
         st: XStage,
     ) -> Result<()> {
         st.check("act_q8", n)?;
-        self.launch(q, ActRound::Q8Block32, x, y, n, Some(st))
+        // blocks of 32 or 256, as the stage was made for (xstage.rs)
+        let mode = if st.block() == 256 {
+            ActRound::Q8Block256
+        } else {
+            ActRound::Q8Block32
+        };
+        self.launch(q, mode, x, y, n, Some(st))
     }
 
     fn launch(

@@ -25,7 +25,7 @@ use crate::kernels::norm_q8::NormQ8;
 use crate::kernels::qmatrix::MMVQ_MAX_T;
 use crate::kernels::rope::{Rope, RopeMode, RopeTable};
 use crate::kernels::rope_kv::{QkNorm, RopeKv, RopeKvShape};
-use crate::kernels::tiled;
+use crate::kernels::{tiled, vnni};
 use crate::kernels::{MatmulTile, MatrixKernels, WeightView, XStage};
 use crate::sycl::{copy_across_n, Card, DeviceBuffer, Graph, HostBuffer, Queue};
 use half::f16;
@@ -84,7 +84,8 @@ impl Kernels {
     /// The stage a fused rounding kernel writes for `t` rows of `n` elements and the products
     /// by `ws` after it read: blocks of 32, decode-sized t (the products are mmvq's), staging
     /// on, and one of `ws` a tiled format that reads it (`tiled::reads_stage`; a Q8_0-only
-    /// consumer would leave the stage unread).
+    /// consumer would leave the stage unread). With the integer-dot products on (vnni.rs), also
+    /// blocks of 256 when a K-quant product reads the records.
     pub fn stage<'a>(
         &self,
         buf: &'a DeviceBuffer<f32>, // Scratch::xst
@@ -93,13 +94,44 @@ impl Kernels {
         t: usize,
         n: usize,
     ) -> Option<XStage<'a>> {
-        let read = ws
-            .iter()
-            .any(|w| w.tiled.is_some() && tiled::reads_stage(w.type_id));
-        let on = self.xstage && read && m == ActRound::Q8Block32 && t <= MMVQ_MAX_T;
+        if !self.xstage || t > MMVQ_MAX_T {
+            return None;
+        }
         // XStage::new fails only if `buf` is short, and Scratch::xst is sized for 8 rows of the
         // widest input; with None the products stage x themselves: the same bits either way
-        on.then(|| XStage::new(buf, t * n).ok()).flatten()
+        match m {
+            ActRound::Q8Block32 => {
+                let read = ws
+                    .iter()
+                    .any(|w| w.tiled.is_some() && tiled::reads_stage(w.type_id));
+                read.then(|| XStage::new(buf, t * n).ok()).flatten()
+            }
+            ActRound::Q8Block256 => {
+                // only the integer-dot products read records of 256 (Scratch::xst holds them:
+                // floats_k(n) <= floats(n))
+                let read = self.mat.int_dot()
+                    && ws
+                        .iter()
+                        .any(|w| w.tiled.is_some() && vnni::stage_block(w.type_id) == Some(256));
+                read.then(|| XStage::new_k(buf, t * n).ok()).flatten()
+            }
+            ActRound::None => None,
+        }
+    }
+
+    /// The stage of blocks of 256 an unfused rounding of `t` rows of `n` writes for the product
+    /// by `w`: only when the integer-dot K-quant products read it (STRATA_VNNI=1, `stage`); the
+    /// fused kernels of blocks of 256 are not used there (`fused_glu_round`), so `ActQ` stages.
+    pub fn k_stage<'a>(
+        &self,
+        buf: &'a DeviceBuffer<f32>, // Scratch::xst
+        w: &WeightView,
+        t: usize,
+        n: usize,
+    ) -> Option<XStage<'a>> {
+        let m = ActRound::for_type(w.type_id);
+        let on = self.act_round && m == ActRound::Q8Block256;
+        on.then(|| self.stage(buf, m, &[w], t, n)).flatten()
     }
 
     /// y = W x for `t` rows, x first rounded into `xq` per `ActRound::for_type` when enabled.

@@ -35,8 +35,9 @@ STRATA_KERNEL void act_q8_32(uint64_t a_x,  // (n_blocks * 32)
   xstage_block(sg, lane, st, (size_t)n_blocks * 32, b, y0, y1, dh); // xstage.hpp
 }
 
-STRATA_KERNEL void act_q8_256(uint64_t a_x, // (n_blocks * 256)
-                              uint64_t a_y, // (n_blocks * 256)
+STRATA_KERNEL void act_q8_256(uint64_t a_x,  // (n_blocks * 256)
+                              uint64_t a_y,  // (n_blocks * 256)
+                              uint64_t a_st, // integer records (xstage.hpp), or 0
                               int n_blocks) {
   const float *x = STRATA_ADDR(const float, a_x);
   float *y = STRATA_ADDR(float, a_y);
@@ -48,7 +49,8 @@ STRATA_KERNEL void act_q8_256(uint64_t a_x, // (n_blocks * 256)
   const float *xb = x + b * 256;
   float v[16];
   for (int k = 0; k < 16; k++) v[k] = xb[k * 16 + lane];
-  q8_256_round(sg, lane, v); // actq.hpp
+  const float d = q8_256_round(sg, lane, v); // actq.hpp
   float *yb = y + b * 256;
   for (int k = 0; k < 16; k++) yb[k * 16 + lane] = v[k];
+  xstage_block256(sg, lane, STRATA_ADDR(float, a_st), b, v, d); // xstage.hpp
 }

@@ -18,14 +18,15 @@ static inline float q8_32_round(sycl::sub_group sg, float a0, float a1, float &y
 }
 
 // Block of 256 (Q8_K), in place: v[k] = element k * 16 + lane. m = the element of largest |x|
-// (the first one), iscale = -127 / m, y = min(127, rint(iscale * x)) / iscale.
-static inline void q8_256_round(sycl::sub_group sg, int lane, float v[16]) {
+// (the first one), iscale = -127 / m, y = min(127, rint(iscale * x)) / iscale. Returns
+// d = 1 / iscale (0 for a block of zeros): y = q * d rounded to f32, q an integer in [-127, 127].
+static inline float q8_256_round(sycl::sub_group sg, int lane, float v[16]) {
   float amax = 0.0f;
   for (int k = 0; k < 16; k++) amax = sycl::fmax(amax, sycl::fabs(v[k]));
   amax = sycl::reduce_over_group(sg, amax, sycl::maximum<float>());
   if (amax == 0.0f) {
     for (int k = 0; k < 16; k++) v[k] = 0.0f;
-    return;
+    return 0.0f;
   }
   // The first index holding amax decides the sign, as llama.cpp's scan does. Its value is
   // exactly +-amax, so (index, sign) packed in one int and a min over the sub-group give m
@@ -38,4 +39,5 @@ static inline void q8_256_round(sycl::sub_group sg, int lane, float v[16]) {
   const float iscale = -127.0f / m;
   const float d = 1.0f / iscale;
   for (int k = 0; k < 16; k++) v[k] = sycl::fmin(127.0f, sycl::rint(iscale * v[k])) * d;
+  return d;
 }

@@ -172,7 +172,8 @@ STRATA_KERNEL void attn_part(uint64_t a_q,   // (T, n_head * CFG_HD) f32
 // round_block 32 / 256: the row is written rounded through 8-bit blocks as act_q8_32 /
 // act_q8_256 would round it (actq.hpp, same operations on the same values: the same bits), so
 // the output projection needs no rounding launch. 0: plain.
-// st (round_block 32 only, or nullptr): the staged output of xstage.hpp over all groups' rows.
+// st (or nullptr): the staged output of xstage.hpp over all groups' rows (round_block 32: the
+// stage of blocks of 32, 256: the integer records).
 static inline void combine_one(sycl::sub_group sg, size_t g, const float *part,
                                const int32_t *pos, float *out, int n_head, int n_ctx,
                                int window, int round_block, float *st, size_t n_out_total) {
@@ -216,7 +217,11 @@ static inline void combine_one(sycl::sub_group sg, size_t g, const float *part,
 #if CFG_E % 16 == 0
   // a block of 256 = elements 16 b .. 16 b + 15: act_q8_256's v[k] = element k * 16 + lane
   if (round_block == 256)
-    for (int b = 0; b < CFG_E / 16; b++) q8_256_round(sg, lane, y + 16 * b);
+    for (int b = 0; b < CFG_E / 16; b++) {
+      const float d = q8_256_round(sg, lane, y + 16 * b);
+      // block b of the row = flat block g * CFG_HD / 256 + b (xstage.hpp)
+      xstage_block256(sg, lane, st, g * (CFG_HD / 256) + b, y + 16 * b, d);
+    }
 #endif
 #pragma unroll
   for (int e = 0; e < CFG_E; e++) orow[e * 16 + lane] = y[e];
@@ -227,7 +232,7 @@ static inline void combine_one(sycl::sub_group sg, size_t g, const float *part,
 STRATA_KERNEL void attn_combine(uint64_t a_part,   // (T, n_head, n_chunks, CFG_R) f32
                                 uint64_t a_pos,    // (T) i32
                                 uint64_t a_out,    // (T, n_head * CFG_HD) f32
-                                uint64_t a_st,     // round_block 32: staged out, or 0
+                                uint64_t a_st,     // staged out (xstage.hpp), or 0
                                 int n_head, int n_ctx, int window, int round_block) {
   const float *part = STRATA_ADDR(const float, a_part);
   const int32_t *pos = STRATA_ADDR(const int32_t, a_pos);

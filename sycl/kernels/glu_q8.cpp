@@ -36,15 +36,16 @@ static inline void glu_q8(const float *gate, const float *up, float *yq, float *
   } else {
     float v[16];
     for (int k = 0; k < 16; k++) v[k] = act(k * 16 + lane);
-    q8_256_round(sg, lane, v);
+    const float d = q8_256_round(sg, lane, v);
     for (int k = 0; k < 16; k++) yb[k * 16 + lane] = v[k];
+    xstage_block256(sg, lane, st, b, v, d); // xstage.hpp
   }
 }
 
 STRATA_KERNEL void silu_mul_q8_32(uint64_t a_gate, // (n)
                                   uint64_t a_up,   // (n)
                                   uint64_t a_yq,   // (n) rounded; may alias gate or up
-                                  uint64_t a_st,   // (n + n / 32) staged yq (xstage.hpp), or 0
+                                  uint64_t a_st,   // staged yq (xstage.hpp), or 0
                                   int n_blocks) {
   const float *gate = STRATA_ADDR(const float, a_gate);
   const float *up = STRATA_ADDR(const float, a_up);
@@ -54,16 +55,17 @@ STRATA_KERNEL void silu_mul_q8_32(uint64_t a_gate, // (n)
 STRATA_KERNEL void silu_mul_q8_256(uint64_t a_gate, // (n)
                                    uint64_t a_up,   // (n)
                                    uint64_t a_yq,   // (n) rounded; may alias gate or up
+                                   uint64_t a_st,   // integer records (xstage.hpp), or 0
                                    int n_blocks) {
   const float *gate = STRATA_ADDR(const float, a_gate);
   const float *up = STRATA_ADDR(const float, a_up);
   float *yq = STRATA_ADDR(float, a_yq);
-  glu_q8<256, false>(gate, up, yq, nullptr, n_blocks);
+  glu_q8<256, false>(gate, up, yq, STRATA_ADDR(float, a_st), n_blocks);
 }
 STRATA_KERNEL void gelu_mul_q8_32(uint64_t a_gate, // (n)
                                   uint64_t a_up,   // (n)
                                   uint64_t a_yq,   // (n) rounded; may alias gate or up
-                                  uint64_t a_st,   // (n + n / 32) staged yq (xstage.hpp), or 0
+                                  uint64_t a_st,   // staged yq (xstage.hpp), or 0
                                   int n_blocks) {
   const float *gate = STRATA_ADDR(const float, a_gate);
   const float *up = STRATA_ADDR(const float, a_up);
@@ -73,9 +75,10 @@ STRATA_KERNEL void gelu_mul_q8_32(uint64_t a_gate, // (n)
 STRATA_KERNEL void gelu_mul_q8_256(uint64_t a_gate, // (n)
                                    uint64_t a_up,   // (n)
                                    uint64_t a_yq,   // (n) rounded; may alias gate or up
+                                   uint64_t a_st,   // integer records (xstage.hpp), or 0
                                    int n_blocks) {
   const float *gate = STRATA_ADDR(const float, a_gate);
   const float *up = STRATA_ADDR(const float, a_up);
   float *yq = STRATA_ADDR(float, a_yq);
-  glu_q8<256, true>(gate, up, yq, nullptr, n_blocks);
+  glu_q8<256, true>(gate, up, yq, STRATA_ADDR(float, a_st), n_blocks);
 }

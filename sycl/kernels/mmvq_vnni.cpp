@@ -1,8 +1,15 @@
-// mmvq_vnni: the tiled decode product (mmvq_tiled.cpp's weights, tiled.rs's layout) with 8-bit
-// integer dot products, x taken as the 8-bit integers its rounding made (xstage.hpp's records):
-//   y[t, o] = sum_b d_w[o, b] * d_x[t, b] * (sum_e q_w[o, b, e] * q_x[t, b, e]) + m[o, b] * sx[t, b]
-// the unsigned q of the 4/5-bit formats, m their min (Q4_1, Q5_1) or -8 d / -16 d (Q4_0 / Q5_0),
-// sx the block sums of x. One -DCFG_FMT_<type> of Q4_0, Q4_1, Q5_0, Q5_1.
+// mmvq_vnni: the tiled decode products (mmvq_tiled.cpp's and mmvq_ktiled.cpp's weights, tiled.rs's
+// and ktiled.rs's layouts) with 8-bit integer dot products, x taken as the 8-bit integers its
+// rounding made (xstage.hpp's records). One -DCFG_FMT_<type> of Q4_0, Q4_1, Q5_0, Q5_1 (x rounded
+// in blocks of 32, Q8_0) or Q4_K, Q5_K, Q6_K (blocks of 256, Q8_K):
+//   blocks of 32:  y[t, o] = sum_b d_w[o, b] d_x[t, b] (sum_e q_w q_x) + m[o, b] sx[t, b]
+//     the unsigned q of the 4/5-bit formats, m their min (Q4_1, Q5_1) or -8 d / -16 d (Q4_0 /
+//     Q5_0), sx the block sums of x;
+//   K-quants:      y[t, o] = sum_b d_x[t, b] (d (sum_s sc_s sum_e q_w q_x) - dmin sum_s m_s bsum_s)
+//     (Q4_K, Q5_K: 8 sub-blocks s of 32, 6-bit scale and min) or
+//                  y[t, o] = sum_b d_x[t, b] d sum_g sc_g (sum_e q_w q_x - 32 bsum_g)
+//     (Q6_K: 16 groups g of 16, int8 scale, q - 32), bsum the integer sums of x's q: the same
+//     integer arithmetic as llama.cpp's CPU dot products, one f32 rounding per block.
 //
 // x86 only: `vpdpbusd` (AVX-512 VNNI) through inline assembly, four u8 x s8 products summed into
 // each 32-bit lane per instruction, where mmvq_tiled's float loop does one fma per product. The
@@ -11,8 +18,8 @@
 // only for the CPU device (the engine selects it only there, STRATA_VNNI=1), and a GPU keeps
 // mmvq_tiled, which the CPU device checks too.
 //
-// Not bitwise mmvq_tiled: the block's integer sum is exact and rounded once, mmvq_tiled rounds
-// along its fma chains. Parity against the f64 reference: tests/kernels_mmvq.rs.
+// Not bitwise mmvq_tiled / mmvq_ktiled: the block's integer sum is exact and rounded once, they
+// round along their fma chains. Parity against the f64 reference: tests/kernels_vnni.rs.
 //
 // One work-item = one tile of 16 rows (a 512-bit vector of 16 lanes = 16 rows), every column;
 // no sub-groups: the work-item's code is written in 16-wide vectors, so the run-time vectorizer
@@ -24,6 +31,28 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 
 #define TILE 16
 
+#if defined(CFG_FMT_Q4_K) || defined(CFG_FMT_Q5_K) || defined(CFG_FMT_Q6_K)
+#define KQ 1
+#define BLOCK 256
+// ktiled.rs's records; Q6_K's d of every block in a header before the tile's records
+#if defined(CFG_FMT_Q4_K)
+#define REC (TILE * 144)
+#define HDR 0
+#define HAS_QH 0
+#elif defined(CFG_FMT_Q5_K)
+#define REC (TILE * 176)
+#define HDR 0
+#define HAS_QH 1
+#else
+#define REC (TILE * 208)
+#define HDR (TILE * 2)
+#endif
+// xstage.hpp's record of a block of 256: q[256] int8, d f32, bsum[16] int16
+#define XREC 292
+#else
+#define KQ 0
+#define BLOCK 32
+#define HDR 0
 #if defined(CFG_FMT_Q4_0)
 #define BLOCK_BYTES 18
 #define HAS_M 0
@@ -43,19 +72,20 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 #define HAS_M 1
 #define HAS_QH 1
 #endif
-
 #define REC (TILE * BLOCK_BYTES)
 #define OFF_M (2 * TILE)
 #define OFF_QH ((2 + 2 * HAS_M) * TILE)
 #define OFF_QS ((2 + 2 * HAS_M + 4 * HAS_QH) * TILE)
-// xstage.hpp's integer record of a block: q[32] int8, then d f32
+// xstage.hpp's integer record of a block of 32: q[32] int8, then d f32
 #define XREC 36
+#endif
 
 typedef int v16i __attribute__((ext_vector_type(16)));
 typedef float v16f __attribute__((ext_vector_type(16)));
 typedef _Float16 v16h __attribute__((ext_vector_type(16)));
 // the same vectors at the alignment of their elements (the records are 64-byte aligned only
 // for some formats, the outputs at any row)
+typedef short v16s __attribute__((ext_vector_type(16)));
 typedef int v16i_u __attribute__((ext_vector_type(16), aligned(4)));
 typedef float v16f_u __attribute__((ext_vector_type(16), aligned(4)));
 typedef short v16s_u __attribute__((ext_vector_type(16), aligned(2)));
@@ -73,6 +103,24 @@ static inline v16f load_f16(const uint8_t *p) {
   return __builtin_convertvector(__builtin_bit_cast(v16h, *(const v16s_u *)p), v16f);
 }
 
+static inline v16i load_i(const uint8_t *p) { return *(const v16i_u *)p; }
+
+// The low 16 bits of each lane as an f16, to f32.
+static inline v16f f16_lo(v16i w) {
+  return __builtin_convertvector(__builtin_bit_cast(v16h, __builtin_convertvector(w, v16s)), v16f);
+}
+
+// The column's output store: y = v (+ r), 16 rows from row0, the last tile's rows < n_out only.
+static inline void kv_store(float *y, const float *res, v16f v, size_t row0, int n_out) {
+  if (row0 + TILE <= (size_t)n_out) {
+    if (res != nullptr) v += *(const v16f_u *)res;
+    *(v16f_u *)y = v;
+  } else {
+    for (int l = 0; row0 + l < (size_t)n_out; ++l) y[l] = (res != nullptr ? res[l] : 0.0f) + v[l];
+  }
+}
+
+#if !KQ
 // The product for a compile-time column count TT on one tile (row0 = its first row).
 // xr: the integer records (TT rows of nb), sx: the block sums (TT, nb).
 template <int TT>
@@ -125,24 +173,152 @@ static inline void kv_run(const uint8_t *w, size_t row0, const uint8_t *xr, cons
     }
   }
 #pragma unroll
-  for (int t = 0; t < TT; ++t) {
-    float *yt = y + (size_t)t * n_out + row0;
-    v16f v = acc[t];
-    if (res != nullptr) {
-      const float *rt = res + (size_t)t * n_out + row0;
-      if (row0 + TILE <= (size_t)n_out) {
-        v += *(const v16f_u *)rt;
-      } else {
-        for (int l = 0; row0 + l < (size_t)n_out; ++l) v[l] += rt[l];
+  for (int t = 0; t < TT; ++t)
+    kv_store(y + (size_t)t * n_out + row0,
+             res != nullptr ? res + (size_t)t * n_out + row0 : nullptr, acc[t], row0, n_out);
+}
+
+#elif !defined(CFG_FMT_Q6_K)
+// Q4_K / Q5_K (ktiled.rs): record = dm[16] u32 (d | dmin << 16) | sc[3][16] u32 | (Q5_K:
+// qh[8][16] u32) | qs[32][16] u32. 64-element chunk j = qs words 8j .. 8j+7: byte b of word 8j+i
+// is element 64j+4i+b (low nibble, sub-block 2j) and 64j+32+4i+b (high nibble, sub-block 2j+1);
+// Q5_K's 5th bits: qh word i, bit 2j (low) and 2j+1 (high) of byte b.
+#define OFF_SC (4 * TILE)
+#define OFF_QH (16 * TILE)
+#define OFF_QS ((16 + 32 * HAS_QH) * TILE)
+template <int TT>
+static inline void kv_run(const uint8_t *w, size_t row0, const uint8_t *xr, const float *sx,
+                          float *y, const float *res, int nb, int n_out) {
+  (void)sx;
+  v16f acc[TT];
+#pragma unroll
+  for (int t = 0; t < TT; ++t) acc[t] = 0.0f;
+  const v16i nib = 0x0F0F0F0F;
+  for (int ib = 0; ib < nb; ++ib, w += REC) {
+    const v16i dm = load_i(w);
+    const v16f d = f16_lo(dm), dmin = f16_lo(dm >> 16);
+    const v16i s0 = load_i(w + OFF_SC), s1 = load_i(w + OFF_SC + 64),
+               s2 = load_i(w + OFF_SC + 128);
+    // byte j of sc[0] / mn[0]: scale / min of sub-block j; of sc[1] / mn[1]: of sub-block 4 + j
+    const v16i sc[2] = {s0 & 0x3F3F3F3F, (s2 & 0x0F0F0F0F) | ((s0 >> 2) & 0x30303030)};
+    const v16i mn[2] = {s1 & 0x3F3F3F3F, ((s2 >> 4) & 0x0F0F0F0F) | ((s1 >> 2) & 0x30303030)};
+    v16i isum[TT], msum[TT];
+#pragma unroll
+    for (int t = 0; t < TT; ++t) isum[t] = msum[t] = 0;
+    // the chunk loop stays rolled: unrolled, the 8 kernels took the run-time compiler minutes
+#pragma unroll 1
+    for (int j = 0; j < 4; ++j) {
+      v16i slo[TT], shi[TT];
+#pragma unroll
+      for (int t = 0; t < TT; ++t) slo[t] = shi[t] = 0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const v16i wq = load_i(w + OFF_QS + 64 * (8 * j + i));
+        v16i lo = wq & nib, hi = (wq >> 4) & nib;
+#if HAS_QH
+        const v16i h = load_i(w + OFF_QH + 64 * i);
+        lo |= ((h >> (2 * j)) & 0x01010101) << 4;
+        hi |= ((h >> (2 * j + 1)) & 0x01010101) << 4;
+#endif
+#pragma unroll
+        for (int t = 0; t < TT; ++t) {
+          const int *xq = (const int *)(xr + ((size_t)t * nb + ib) * XREC);
+          slo[t] = dpbusd(slo[t], lo, xq + 16 * j + i);
+          shi[t] = dpbusd(shi[t], hi, xq + 16 * j + 8 + i);
+        }
+      }
+      const int sh0 = 8 * ((2 * j) % 4), sh1 = 8 * ((2 * j + 1) % 4);
+      const v16i sc0 = (sc[j / 2] >> sh0) & 0xFF, sc1 = (sc[j / 2] >> sh1) & 0xFF;
+      const v16i m0 = (mn[j / 2] >> sh0) & 0xFF, m1 = (mn[j / 2] >> sh1) & 0xFF;
+#pragma unroll
+      for (int t = 0; t < TT; ++t) {
+        const int16_t *bs = (const int16_t *)(xr + ((size_t)t * nb + ib) * XREC + 260);
+        isum[t] += sc0 * slo[t] + sc1 * shi[t];
+        msum[t] += m0 * (bs[4 * j] + bs[4 * j + 1]) + m1 * (bs[4 * j + 2] + bs[4 * j + 3]);
       }
     }
-    if (row0 + TILE <= (size_t)n_out) {
-      *(v16f_u *)yt = v;
-    } else {
-      for (int l = 0; row0 + l < (size_t)n_out; ++l) yt[l] = v[l];
+#pragma unroll
+    for (int t = 0; t < TT; ++t) {
+      const float dx = *(const float *)(xr + ((size_t)t * nb + ib) * XREC + 256);
+      acc[t] += dx * (d * __builtin_convertvector(isum[t], v16f) -
+                      dmin * __builtin_convertvector(msum[t], v16f));
     }
   }
+#pragma unroll
+  for (int t = 0; t < TT; ++t)
+    kv_store(y + (size_t)t * n_out + row0,
+             res != nullptr ? res + (size_t)t * n_out + row0 : nullptr, acc[t], row0, n_out);
 }
+#else
+// Q6_K (ktiled.rs): the tile's header d[nb][16] f16, then per block the record sc[4][16] u32
+// (int8 scale 4w+k in byte k of word w), then for chunk c = 2n + h and i < 4 the words a = ql
+// 16n+4h+i, b = ql 16n+8+4h+i, qh 8n+4h+i; byte k of them holds elements 128n+32g+16h+4i+k:
+// g = 0: a low nibble | qh bits 0-1, 1: b low | bits 2-3, 2: a high | bits 4-5, 3: b high |
+// bits 6-7, of group (scale) 8n+2g+h.
+template <int TT>
+static inline void kv_run(const uint8_t *w, size_t row0, const uint8_t *xr, const float *sx,
+                          float *y, const float *res, int nb, int n_out) {
+  (void)sx;
+  const uint8_t *hdr = w, *recs = w + (size_t)nb * HDR;
+  v16f acc[TT];
+#pragma unroll
+  for (int t = 0; t < TT; ++t) acc[t] = 0.0f;
+  const v16i nib = 0x0F0F0F0F, two = 0x03030303;
+  for (int ib = 0; ib < nb; ++ib) {
+    const uint8_t *r = recs + (size_t)ib * REC;
+    const v16f d = load_f16(hdr + (size_t)ib * HDR);
+    const v16i sw[4] = {load_i(r), load_i(r + 64), load_i(r + 128), load_i(r + 192)};
+    v16i isum[TT];
+#pragma unroll
+    for (int t = 0; t < TT; ++t) isum[t] = 0;
+    // the chunk loop stays rolled: unrolled, the 8 kernels took the run-time compiler minutes
+#pragma unroll 1
+    for (int c = 0; c < 4; ++c) {
+      const int n = c >> 1, h = c & 1;
+      const uint8_t *ch = r + 4 * 64 + c * 12 * 64;
+      v16i s[TT][4];
+#pragma unroll
+      for (int t = 0; t < TT; ++t)
+#pragma unroll
+        for (int g = 0; g < 4; ++g) s[t][g] = 0;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const v16i a = load_i(ch + 3 * i * 64), b = load_i(ch + (3 * i + 1) * 64);
+        const v16i hw = load_i(ch + (3 * i + 2) * 64);
+        const v16i q[4] = {(a & nib) | ((hw & two) << 4), (b & nib) | (((hw >> 2) & two) << 4),
+                           ((a >> 4) & nib) | (((hw >> 4) & two) << 4),
+                           ((b >> 4) & nib) | (((hw >> 6) & two) << 4)};
+#pragma unroll
+        for (int t = 0; t < TT; ++t) {
+          const int *xq = (const int *)(xr + ((size_t)t * nb + ib) * XREC);
+#pragma unroll
+          for (int g = 0; g < 4; ++g)
+            s[t][g] = dpbusd(s[t][g], q[g], xq + 32 * n + 8 * g + 4 * h + i);
+        }
+      }
+#pragma unroll
+      for (int g = 0; g < 4; ++g) {
+        const int is = 8 * n + 2 * g + h;
+        const v16i scg = (sw[is >> 2] << (24 - 8 * (is & 3))) >> 24; // the signed byte
+#pragma unroll
+        for (int t = 0; t < TT; ++t) {
+          const int16_t *bs = (const int16_t *)(xr + ((size_t)t * nb + ib) * XREC + 260);
+          isum[t] += scg * (s[t][g] - 32 * bs[is]);
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < TT; ++t) {
+      const float dx = *(const float *)(xr + ((size_t)t * nb + ib) * XREC + 256);
+      acc[t] += (dx * d) * __builtin_convertvector(isum[t], v16f);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < TT; ++t)
+    kv_store(y + (size_t)t * n_out + row0,
+             res != nullptr ? res + (size_t)t * n_out + row0 : nullptr, acc[t], row0, n_out);
+}
+#endif
 
 // One kernel per column count (mmvq_vnni_t1 .. _t8), mmvq_tiled's arguments: up to three
 // matrices with the same x and n_in, work-item g < tiles(n_out0) doing tile g of matrix 0, the
@@ -150,16 +326,16 @@ static inline void kv_run(const uint8_t *w, size_t row0, const uint8_t *xr, cons
 // r (nullable, matrix 0 only): y0 = r + W0 x (r may be y0 itself).
 #define KV_KERNEL(TT)                                                                           \
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                   \
-  void mmvq_vnni_t##TT(uint64_t a_w0, /* tiles: (ceil(n_out0/16), n_in/32) records */          \
-                       uint64_t a_w1, /* (ceil(n_out1/16), n_in/32) records, or 0 */            \
-                       uint64_t a_w2, /* (ceil(n_out2/16), n_in/32) records, or 0 */            \
+  void mmvq_vnni_t##TT(uint64_t a_w0, /* tiles: (ceil(n_out0/16), n_in/BLOCK) records */       \
+                       uint64_t a_w1, /* (ceil(n_out1/16), n_in/BLOCK) records, or 0 */         \
+                       uint64_t a_w2, /* (ceil(n_out2/16), n_in/BLOCK) records, or 0 */         \
                        uint64_t a_x,  /* (TT, n_in) f32: unused, the records hold x */          \
                        uint64_t a_y0, /* (TT, n_out0) f32 */                                    \
                        uint64_t a_y1, /* (TT, n_out1) f32, or 0 */                              \
                        uint64_t a_y2, /* (TT, n_out2) f32, or 0 */                              \
                        uint64_t a_r,  /* (TT, n_out0) f32 residual, or 0 */                     \
-                       uint64_t a_xr, /* (TT, n_in / 32) integer records, xstage.hpp */         \
-                       uint64_t a_sx, /* (TT, n_in / 32) block sums, xstage.hpp */              \
+                       uint64_t a_xr, /* (TT, n_in / BLOCK) integer records, xstage.hpp */      \
+                       uint64_t a_sx, /* (TT, n_in / 32) block sums (xstage.hpp); K: unused */ \
                        int n_in, int n_out0, int n_out1, int n_out2) {                          \
     (void)a_x;                                                                                  \
     const size_t g = syclext::this_work_item::get_nd_item<1>().get_global_id(0);                \
@@ -172,8 +348,8 @@ static inline void kv_run(const uint8_t *w, size_t row0, const uint8_t *xr, cons
     const uint64_t aw = m == 0 ? a_w0 : (m == 1 ? a_w1 : a_w2);                                 \
     const uint64_t ay = m == 0 ? a_y0 : (m == 1 ? a_y1 : a_y2);                                 \
     const int n_out = m == 0 ? n_out0 : (m == 1 ? n_out1 : n_out2);                             \
-    const int nb = n_in / 32;                                                                   \
-    kv_run<TT>(STRATA_ADDR(const uint8_t, aw) + tile * (size_t)nb * REC, tile * TILE,           \
+    const int nb = n_in / BLOCK;                                                                \
+    kv_run<TT>(STRATA_ADDR(const uint8_t, aw) + tile * (size_t)nb * (HDR + REC), tile * TILE,   \
                STRATA_ADDR(const uint8_t, a_xr), STRATA_ADDR(const float, a_sx),                \
                STRATA_ADDR(float, ay), m == 0 ? STRATA_ADDR(const float, a_r) : nullptr, nb,    \
                n_out);                                                                          \

@@ -37,8 +37,9 @@ static inline void store_rounded(sycl::sub_group sg, int lane, int n, float *yr,
     } else {
       float v[16];
       for (int k = 0; k < 16; k++) v[k] = val(b0 + k * 16 + lane);
-      q8_256_round(sg, lane, v);
+      const float d = q8_256_round(sg, lane, v);
       for (int k = 0; k < 16; k++) yr[b0 + k * 16 + lane] = v[k];
+      xstage_block256(sg, lane, st, (row * n + b0) / 256, v, d); // xstage.hpp
     }
   }
 }
@@ -94,7 +95,7 @@ static inline void norm_add_norm_q8(const float *a, const float *w1, float *res,
 STRATA_KERNEL void rms_norm_q8_32(uint64_t a_x,  // (rows, n)
                                   uint64_t a_w,  // (n)
                                   uint64_t a_yq, // (rows, n) rounded; may alias x
-                                  uint64_t a_st, // (rows * n * 33 / 32) staged yq, or 0
+                                  uint64_t a_st, // staged yq (xstage.hpp), or 0
                                   int n, float eps) {
   const float *x = STRATA_ADDR(const float, a_x);
   const float *w = STRATA_ADDR(const float, a_w);
@@ -104,18 +105,19 @@ STRATA_KERNEL void rms_norm_q8_32(uint64_t a_x,  // (rows, n)
 STRATA_KERNEL void rms_norm_q8_256(uint64_t a_x,  // (rows, n)
                                    uint64_t a_w,  // (n)
                                    uint64_t a_yq, // (rows, n) rounded; may alias x
+                                   uint64_t a_st,  // integer records (xstage.hpp), or 0
                                    int n, float eps) {
   const float *x = STRATA_ADDR(const float, a_x);
   const float *w = STRATA_ADDR(const float, a_w);
   float *yq = STRATA_ADDR(float, a_yq);
-  rms_norm_q8<256>(x, w, yq, nullptr, n, eps);
+  rms_norm_q8<256>(x, w, yq, STRATA_ADDR(float, a_st), n, eps);
 }
 
 STRATA_KERNEL void add_rms_norm_q8_32(uint64_t a_res, // (rows, n) residual, updated in place
                                       uint64_t a_a,   // (rows, n) added to the residual
                                       uint64_t a_w,   // (n)
                                       uint64_t a_yq,  // (rows, n) rounded normed output
-                                      uint64_t a_st,  // (rows * n * 33 / 32) staged yq, or 0
+                                      uint64_t a_st,  // staged yq (xstage.hpp), or 0
                                       int n, float eps) {
   float *res = STRATA_ADDR(float, a_res);
   const float *a = STRATA_ADDR(const float, a_a);
@@ -127,12 +129,13 @@ STRATA_KERNEL void add_rms_norm_q8_256(uint64_t a_res, // (rows, n) residual, up
                                        uint64_t a_a,   // (rows, n) added to the residual
                                        uint64_t a_w,   // (n)
                                        uint64_t a_yq,  // (rows, n) rounded normed output
+                                       uint64_t a_st,  // integer records (xstage.hpp), or 0
                                        int n, float eps) {
   float *res = STRATA_ADDR(float, a_res);
   const float *a = STRATA_ADDR(const float, a_a);
   const float *w = STRATA_ADDR(const float, a_w);
   float *yq = STRATA_ADDR(float, a_yq);
-  add_rms_norm_q8<256>(res, a, w, yq, nullptr, n, eps);
+  add_rms_norm_q8<256>(res, a, w, yq, STRATA_ADDR(float, a_st), n, eps);
 }
 
 STRATA_KERNEL void norm_add_norm_q8_32(uint64_t a_a,   // (rows, n) normed, then added
@@ -140,7 +143,7 @@ STRATA_KERNEL void norm_add_norm_q8_32(uint64_t a_a,   // (rows, n) normed, then
                                        uint64_t a_res, // (rows, n) residual, updated in place
                                        uint64_t a_w2,  // (n) norm weight of the new residual
                                        uint64_t a_yq,  // (rows, n) rounded normed output
-                                       uint64_t a_st,  // (rows * n * 33 / 32) staged yq, or 0
+                                       uint64_t a_st,  // staged yq (xstage.hpp), or 0
                                        int n, float eps) {
   const float *a = STRATA_ADDR(const float, a_a);
   const float *w1 = STRATA_ADDR(const float, a_w1);
@@ -154,11 +157,12 @@ STRATA_KERNEL void norm_add_norm_q8_256(uint64_t a_a,   // (rows, n) normed, the
                                         uint64_t a_res, // (rows, n) residual, updated in place
                                         uint64_t a_w2,  // (n) norm weight of the new residual
                                         uint64_t a_yq,  // (rows, n) rounded normed output
+                                        uint64_t a_st,  // integer records (xstage.hpp), or 0
                                         int n, float eps) {
   const float *a = STRATA_ADDR(const float, a_a);
   const float *w1 = STRATA_ADDR(const float, a_w1);
   float *res = STRATA_ADDR(float, a_res);
   const float *w2 = STRATA_ADDR(const float, a_w2);
   float *yq = STRATA_ADDR(float, a_yq);
-  norm_add_norm_q8<256>(a, w1, res, w2, yq, nullptr, n, eps);
+  norm_add_norm_q8<256>(a, w1, res, w2, yq, STRATA_ADDR(float, a_st), n, eps);
 }

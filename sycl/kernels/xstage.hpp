@@ -13,6 +13,10 @@
 //                 36 bytes, q[32] int8 then d f32, with x[32b + e] = q[e] * d exactly (the
 //                 rounding's own q and f16 scale, actq.hpp)
 // Same operations on the same values as the product's own staging: the same bits.
+//
+// Blocks of 256 (the K-quants' Q8_K rounding) stage only integer records, for the integer-dot
+// products: record b at st + 73 b floats, 292 bytes: q[256] int8 (element e of the block), d f32
+// (y = q * d rounded to f32), then bsum[16] int16, the sums of q over elements 16g .. 16g + 15.
 #include <sycl/sycl.hpp>
 
 // The factor that undoes mmvq_tiled's 4-bit bit offset for element e of a block (an exact power
@@ -40,4 +44,21 @@ static inline void xstage_block(sycl::sub_group sg, int lane, float *st, size_t 
     st[n + b] = s;
     rec[8] = dh;
   }
+}
+
+// Stages block b of 256 = v[k] = element k * 16 + lane (after q8_256_round, which returned d)
+// into st (nullptr: nothing). Sub-group uniform.
+static inline void xstage_block256(sycl::sub_group sg, int lane, float *st, size_t b,
+                                   const float v[16], float d) {
+  if (st == nullptr) return;
+  uint8_t *rec = (uint8_t *)(st + 73 * b);
+  int16_t *bsum = (int16_t *)(rec + 260);
+  for (int k = 0; k < 16; k++) {
+    // y = q * d rounded: the quotient is within 2^-23 |q| of q, so rint gives q back
+    const int q = d != 0.0f ? (int)sycl::rint(v[k] / d) : 0;
+    ((int8_t *)rec)[k * 16 + lane] = (int8_t)q;
+    const int s = sycl::reduce_over_group(sg, q, sycl::plus<int>());
+    if (lane == 0) bsum[k] = (int16_t)s;
+  }
+  if (lane == 0) *(float *)(rec + 256) = d;
 }
