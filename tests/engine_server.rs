@@ -13,7 +13,12 @@ use strata::protocol::*;
 const LOAD_CAP_SECS: u64 = 1800;
 
 const BIN: &str = env!("CARGO_BIN_EXE_strata");
-const FLAGS: &[&str] = &["STRATA_HC_Q8", "STRATA_GR_FUSED", "STRATA_MMVQ_KREG"];
+const FLAGS: &[&str] = &[
+    "STRATA_HC_Q8",
+    "STRATA_GR_FUSED",
+    "STRATA_MMVQ_KREG",
+    "STRATA_VNNI",
+];
 
 fn model() -> String {
     strata::paths::model_path(strata::paths::SMOLLM2_ENV)

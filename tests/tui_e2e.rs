@@ -186,7 +186,7 @@ fn tui_against_the_real_engine_in_tmux() {
         .unwrap_or_else(|| format!("{h}/cache/strata/sycl-cache"));
     let tmux = Tmux::new();
     let env = format!(
-        "env -u STRATA_HC_Q8 -u STRATA_GR_FUSED -u STRATA_MMVQ_KREG HOME={h} \
+        "env -u STRATA_HC_Q8 -u STRATA_GR_FUSED -u STRATA_MMVQ_KREG -u STRATA_VNNI HOME={h} \
          XDG_CONFIG_HOME={h}/config XDG_DATA_HOME={h}/data XDG_STATE_HOME={h}/state \
          XDG_CACHE_HOME={h}/cache SYCL_CACHE_DIR={kcache} PS1='{PROMPT_MARK}' \
          bash --norc --noprofile"

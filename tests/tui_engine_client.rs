@@ -24,10 +24,15 @@ fn model() -> String {
 }
 
 fn flags(on: &[&str]) -> BTreeMap<String, bool> {
-    ["STRATA_HC_Q8", "STRATA_GR_FUSED", "STRATA_MMVQ_KREG"]
-        .iter()
-        .map(|n| (n.to_string(), on.contains(n)))
-        .collect()
+    [
+        "STRATA_HC_Q8",
+        "STRATA_GR_FUSED",
+        "STRATA_MMVQ_KREG",
+        "STRATA_VNNI",
+    ]
+    .iter()
+    .map(|n| (n.to_string(), on.contains(n)))
+    .collect()
 }
 
 fn spawn(on: &[&str]) -> Spawn {

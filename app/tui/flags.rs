@@ -25,9 +25,15 @@ pub const KNOWN: &[FlagInfo] = &[
         name: "STRATA_MMVQ_KREG",
         description: "KREG small-batch mat-vec kernels for Q4_K/Q5_K/Q6_K/IQ4_XS",
     },
+    FlagInfo {
+        name: "STRATA_VNNI",
+        description: "integer-dot (AVX-512 VNNI) decode mat-vecs on the CPU device, 4/5/6-bit",
+    },
 ];
 
 const KREG_TYPES: &[&str] = &["Q4_K", "Q5_K", "Q6_K", "IQ4_XS"];
+/// The formats the integer-dot kernels take (engine/kernels/vnni.rs).
+const VNNI_TYPES: &[&str] = &["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"];
 
 pub fn is_known(name: &str) -> bool {
     KNOWN.iter().any(|f| f.name == name)
@@ -63,6 +69,14 @@ pub fn applies(
                 .any(|t| KREG_TYPES.contains(&t.as_str())) =>
         {
             Err(format!("model stores none of {}", KREG_TYPES.join("/")))
+        }
+        "STRATA_VNNI"
+            if !m
+                .quant_types
+                .iter()
+                .any(|t| VNNI_TYPES.contains(&t.as_str())) =>
+        {
+            Err(format!("model stores none of {}", VNNI_TYPES.join("/")))
         }
         _ => Ok(()),
     }
@@ -102,5 +116,12 @@ mod tests {
             .contains("HC_Q8"));
         assert!(applies("STRATA_MMVQ_KREG", Some(&hc), &off).is_ok());
         assert!(applies("STRATA_MMVQ_KREG", None, &off).is_ok());
+        assert!(applies("STRATA_VNNI", Some(&dense), &off).is_ok());
+        assert!(applies("STRATA_VNNI", Some(&hc), &off).is_ok());
+        assert!(
+            applies("STRATA_VNNI", Some(&model(false, &["Q8_0", "F16"])), &off)
+                .unwrap_err()
+                .contains("Q4_1")
+        );
     }
 }

@@ -5,7 +5,12 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 /// Every kernel flag the engine knows.
-pub const KNOWN: &[&str] = &["STRATA_GR_FUSED", "STRATA_HC_Q8", "STRATA_MMVQ_KREG"];
+pub const KNOWN: &[&str] = &[
+    "STRATA_GR_FUSED",
+    "STRATA_HC_Q8",
+    "STRATA_MMVQ_KREG",
+    "STRATA_VNNI",
+];
 
 /// The flags as latched at the first call: later changes to the environment are not seen, so
 /// `hello` says what the kernels run with.
