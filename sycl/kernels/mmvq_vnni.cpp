@@ -83,9 +83,9 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 typedef int v16i __attribute__((ext_vector_type(16)));
 typedef float v16f __attribute__((ext_vector_type(16)));
 typedef _Float16 v16h __attribute__((ext_vector_type(16)));
+typedef short v16s __attribute__((ext_vector_type(16)));
 // the same vectors at the alignment of their elements (the records are 64-byte aligned only
 // for some formats, the outputs at any row)
-typedef short v16s __attribute__((ext_vector_type(16)));
 typedef int v16i_u __attribute__((ext_vector_type(16), aligned(4)));
 typedef float v16f_u __attribute__((ext_vector_type(16), aligned(4)));
 typedef short v16s_u __attribute__((ext_vector_type(16), aligned(2)));
