@@ -346,11 +346,14 @@ fn main() -> anyhow::Result<()> {
             // "staged": the tiled kernel reading x's stage (xstage.rs) as the engine's decode
             // step does, x rounded and staged once beforehand by act_q8_32
             let tiled_ok = t <= 8 && mats[0].tiled.is_some();
-            let int_dot = tiled_ok && vnni_ok && vnni::supported(c.tid);
-            let layouts: &[Layout] = if int_dot && tiled::reads_stage(c.tid) {
+            // (the integer-dot kernel takes any t: the prompt's rows in blocks of 8)
+            let int_dot = mats[0].tiled.is_some() && vnni_ok && vnni::supported(c.tid);
+            let layouts: &[Layout] = if int_dot && tiled_ok && tiled::reads_stage(c.tid) {
                 &[Layout::Vnni, Layout::Staged, Layout::Tiled, Layout::Gguf]
-            } else if int_dot {
+            } else if int_dot && tiled_ok {
                 &[Layout::Vnni, Layout::Tiled, Layout::Gguf]
+            } else if int_dot {
+                &[Layout::Vnni, Layout::Gguf]
             } else if tiled_ok && tiled::reads_stage(c.tid) {
                 &[Layout::Staged, Layout::Tiled, Layout::Gguf]
             } else if tiled_ok {
@@ -375,7 +378,7 @@ fn main() -> anyhow::Result<()> {
                 let call = |qq: &sycl::Queue, m: &QuantMatrix, y: &mut sycl::DeviceBuffer<f32>| {
                     let mut v = m.view();
                     match layout {
-                        Layout::Vnni => kv.mmvq_staged(qq, &v, &xq, Some(st), y, t),
+                        Layout::Vnni => kv.mul_staged(qq, &v, &xq, Some(st), y, t),
                         Layout::Staged => k.mmvq_staged(qq, &v, &xq, Some(st), y, t),
                         Layout::Tiled => k.mul(qq, &v, &x, y, t),
                         Layout::Gguf => {

@@ -1,47 +1,15 @@
-//! The engine with the opt-in integer-dot decode products (`Engine::set_int_dot`, the
-//! `STRATA_VNNI=1` of engine/kernels/vnni.rs) against the default kernels, on the real GGUF files:
-//! the logits of a 37-token prompt and of decode / verify steps of T = 1, 2, 5, 8 rows. Not
+//! The engine with the opt-in integer-dot products (`Engine::set_int_dot`, the `STRATA_VNNI=1` of
+//! engine/kernels/vnni.rs) against the default kernels, on the real GGUF files: the logits of a
+//! 37-token prompt (a chunk of 32 rows through the prompt's products, then 5) and of decode /
+//! verify steps of T = 1, 2, 5, 8 rows. Not
 //! bitwise (the integer sums round once, the float kernel along its chains, and a last-bit change
 //! can move an 8-bit activation rounding one step in a later layer): the logits must stay closer
 //! to the default ones than the engine with f32 activations (`--f32-act`) is, a decode step must
 //! launch the integer-dot kernel, and turning the flag off must give the default bits back.
 
-use strata::gguf::Gguf;
-use strata::model::{Engine, EngineOptions};
-
-fn engine(env: &str, act_round: bool) -> Engine {
-    strata::sycl::runtime::init();
-    let p = strata::paths::model_path(env).unwrap_or_else(|e| panic!("{e}"));
-    let g = Gguf::open(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    // a profiling queue, so a step's launches can be listed (the same results)
-    let dev = strata::sycl::cpu_device().expect("the CPU SYCL device (run `make setup`)");
-    let card = strata::sycl::Card::on(dev, true).expect("a card on the CPU device");
-    let opts = EngineOptions {
-        n_ctx: 256,
-        chunk: 32,
-        act_round,
-    };
-    Engine::from_gguf(&g, card, &opts).expect("engine load")
-}
-
-/// All logits of the prompt then of steps of 1, 2, 5 and 8 tokens.
-fn run(e: &mut Engine) -> Vec<Vec<f32>> {
-    let n_vocab = e.config().n_vocab as u32;
-    let toks = |n: usize, seed: u32| -> Vec<u32> {
-        (0..n as u32)
-            .map(|i| (seed + i * 7919 + i * i * 104_729) % n_vocab)
-            .collect()
-    };
-    e.reset();
-    let mut out = Vec::new();
-    let mut pos = 0;
-    for (i, n) in [37, 1, 2, 5, 8].into_iter().enumerate() {
-        let want: Vec<usize> = (0..n).collect();
-        out.extend(e.forward(&toks(n, 11 + i as u32), pos, &want).unwrap());
-        pos += n;
-    }
-    out
-}
+mod support;
+use strata::model::Engine;
+use support::model::{engine, run};
 
 /// sum of squared differences over sum of squares of `b`, over every row.
 fn nmse(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
@@ -81,7 +49,7 @@ fn step_kernels(e: &mut Engine) -> Vec<(String, usize)> {
 }
 
 fn check(env: &str) {
-    let mut e = engine(env, true);
+    let mut e = engine(env, true, true);
     let plain = run(&mut e);
     assert!(!step_kernels(&mut e).iter().any(|(l, _)| l.contains("vnni")));
     if let Err(err) = e.set_int_dot(true) {
@@ -102,7 +70,7 @@ fn check(env: &str) {
         "{env}: no integer-dot launch in a decode step: {launched:?}"
     );
     // the yardstick: how far the f32-activation engine (`--f32-act`) is from the default one
-    let f32_act = run(&mut engine(env, false));
+    let f32_act = run(&mut engine(env, false, false));
     let (d_int, d_f32) = (nmse(&int, &plain), nmse(&f32_act, &plain));
     println!(
         "{env}: {} rows x {} logits; integer-dot vs default: {} differ, nmse {d_int:.2e}; \

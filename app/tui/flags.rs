@@ -56,28 +56,22 @@ pub fn applies(
     flags: &dyn Fn(&str) -> bool,
 ) -> Result<(), String> {
     let Some(m) = model else { return Ok(()) };
+    // the formats a flag's kernels take: Err naming them when the model stores none
+    let stores = |types: &[&str]| {
+        if m.quant_types.iter().any(|t| types.contains(&t.as_str())) {
+            Ok(())
+        } else {
+            Err(format!("model stores none of {}", types.join("/")))
+        }
+    };
     match name {
         "STRATA_HC_Q8" if !m.hc => Err("no hyper-connection tensors in this model".into()),
         "STRATA_GR_FUSED" if !m.hc => Err("no hyper-connection tensors in this model".into()),
         "STRATA_GR_FUSED" if flags("STRATA_HC_Q8") => {
             Err("no effect while STRATA_HC_Q8 is on".into())
         }
-        "STRATA_MMVQ_KREG"
-            if !m
-                .quant_types
-                .iter()
-                .any(|t| KREG_TYPES.contains(&t.as_str())) =>
-        {
-            Err(format!("model stores none of {}", KREG_TYPES.join("/")))
-        }
-        "STRATA_VNNI"
-            if !m
-                .quant_types
-                .iter()
-                .any(|t| VNNI_TYPES.contains(&t.as_str())) =>
-        {
-            Err(format!("model stores none of {}", VNNI_TYPES.join("/")))
-        }
+        "STRATA_MMVQ_KREG" => stores(KREG_TYPES),
+        "STRATA_VNNI" => stores(VNNI_TYPES),
         _ => Ok(()),
     }
 }

@@ -90,7 +90,8 @@ impl MatrixKernels {
     }
 
     /// `mul` with x's stage (xstage.rs), written by the kernel that rounded x: the mmvq side
-    /// reads it (`mmvq_staged`), matmul has no use for it. The same outputs either way.
+    /// reads it (`mmvq_staged`), matmul has no use for it. The same outputs either way; with
+    /// the integer-dot kernels on (vnni.rs) they read it at any t, prompt rows included.
     pub fn mul_staged(
         &self,
         q: &Queue,
@@ -117,6 +118,9 @@ impl MatrixKernels {
     ) -> Result<()> {
         if t <= MMVQ_MAX_T {
             self.mmvq_at_st(q, w, x, x_row0, st, y, y_row0, t)
+        } else if w.tiled.is_some() && self.int_dot_reads(w.type_id, st) {
+            // STRATA_VNNI=1 with x staged for all t rows: the integer-dot kernel (vnni.rs)
+            self.int_dot_wide(q, w, x, x_row0, st, y, y_row0, t)
         } else {
             self.matmul_at(q, w, x, x_row0, y, y_row0, t)
         }

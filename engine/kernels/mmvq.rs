@@ -177,8 +177,30 @@ impl MatrixKernels {
 
     /// Whether the integer-dot kernel takes format `type_id` with this stage: on, and the stage
     /// of the rounding block the format's records need (vnni.rs).
-    fn int_dot_reads(&self, type_id: u32, st: Option<XStage>) -> bool {
+    pub(super) fn int_dot_reads(&self, type_id: u32, st: Option<XStage>) -> bool {
         self.int_dot() && st.is_some_and(|s| vnni::stage_block(type_id) == Some(s.block()))
+    }
+
+    /// The integer-dot product for any number of rows t (the prompt's, beyond mmvq's 8): x's
+    /// stage must cover them (`int_dot_reads`), w must have its tiled copy. Blocks of 8 rows in
+    /// one launch, the rest in a second; each row's arithmetic is the decode one's.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn int_dot_wide(
+        &self,
+        q: &Queue,
+        w: &WeightView,        // (n_out, n_in)
+        x: &DeviceBuffer<f32>, // (>= x_row0 + t, n_in)
+        x_row0: usize,
+        st: Option<XStage>,        // x staged, (x_row0 + t) * n_in elements
+        y: &mut DeviceBuffer<f32>, // (>= y_row0 + t, n_out)
+        y_row0: usize,
+        t: usize,
+    ) -> Result<()> {
+        w.check("mmvq")?;
+        check_act("mmvq", "x", x, x_row0 + t, w.n_in)?;
+        check_act("mmvq", "y", y, y_row0 + t, w.n_out)?;
+        let m = Tiled::new(w, &*y, y_row0)?;
+        self.mmvq_tiled(q, &[m], x, x_row0, None, st, t)
     }
 
     /// The tiled kernel (`mmvq_tiled.cpp`) over 1..=3 matrices of one format and n_in: one
@@ -204,8 +226,60 @@ impl MatrixKernels {
         // (a K stage, blocks of 256, is only ever the integer-dot kernel's)
         let st = st.filter(|s| int_dot || (s.block() == 32 && tiled::reads_stage(m0.type_id)));
         if let Some(s) = &st {
+            // written for exactly these rows (the launches below may each read a part)
             s.check("mmvq", (x_row0 + t) * m0.n_in)?;
         }
+        if t > MMVQ_MAX_T {
+            if !int_dot {
+                return Err(MatrixError::Shape {
+                    what: "mmvq".into(),
+                    message: format!("t = {t} rows; the tiled kernels take 1..={MMVQ_MAX_T}"),
+                });
+            }
+            // full blocks of 8 columns in one launch, the rest at their row offset in another
+            let full = t / MMVQ_MAX_T * MMVQ_MAX_T;
+            self.tiled_launch(
+                q,
+                mats,
+                x,
+                x_row0,
+                r,
+                st,
+                MMVQ_MAX_T,
+                full / MMVQ_MAX_T,
+                true,
+            )?;
+            if t > full {
+                let rest: Vec<Tiled> = mats
+                    .iter()
+                    .map(|m| Tiled {
+                        y_row0: m.y_row0 + full,
+                        ..*m
+                    })
+                    .collect();
+                self.tiled_launch(q, &rest, x, x_row0 + full, r, st, t - full, 1, true)?;
+            }
+            return Ok(());
+        }
+        self.tiled_launch(q, mats, x, x_row0, r, st, t, 1, int_dot)
+    }
+
+    /// One launch of `mmvq_tiled` or (`int_dot`) `mmvq_vnni` for `t` <= 8 columns, the latter
+    /// over `n_cb` blocks of t columns.
+    #[allow(clippy::too_many_arguments)]
+    fn tiled_launch(
+        &self,
+        q: &Queue,
+        mats: &[Tiled],
+        x: &DeviceBuffer<f32>, // (>= x_row0 + t * n_cb, n_in)
+        x_row0: usize,
+        r: Option<&DeviceBuffer<f32>>, // mats[0]'s y
+        st: Option<XStage>,            // x staged (checked by the caller), or None
+        t: usize,
+        n_cb: usize,
+        int_dot: bool,
+    ) -> Result<()> {
+        let m0 = &mats[0];
         let family = match st {
             Some(_) if int_dot => Family::MmvqVnni(t as u8),
             Some(_) => Family::MmvqTiledPre(t as u8),
@@ -221,7 +295,8 @@ impl MatrixKernels {
         let range = if int_dot {
             // one work-item per tile, all matrices' tiles in a row
             let per = vnni::TILES_PER_GROUP;
-            NdRange::groups(mats.iter().map(tiles).sum::<usize>().div_ceil(per), per)
+            let items = mats.iter().map(tiles).sum::<usize>() * n_cb;
+            NdRange::groups(items.div_ceil(per), per)
         } else {
             // each matrix's tiles in work-groups of R tiles (its last one possibly short)
             let per = tiled::tiles_per_group(t);
@@ -235,31 +310,32 @@ impl MatrixKernels {
                 .map_or(Arg::u64(0), |m| Arg::addr_at(m.y, m.y_row0 * m.n_out))
         };
         let n_out = |i: usize| Arg::i32(mats.get(i).map_or(0, |m| m.n_out as i32));
-        q.launch(
-            &k,
-            range,
-            &[
-                w(0),
-                w(1),
-                w(2),
-                Arg::addr_at(x, x_row0 * m0.n_in),
-                y(0),
-                y(1),
-                y(2),
-                r.map_or(Arg::u64(0), |r| Arg::addr_at(r, m0.y_row0 * m0.n_out)),
-                xs,
-                sx,
-                Arg::i32(m0.n_in as i32),
-                n_out(0),
-                n_out(1),
-                n_out(2),
-            ],
-        )?;
+        let mut args = vec![
+            w(0),
+            w(1),
+            w(2),
+            Arg::addr_at(x, x_row0 * m0.n_in),
+            y(0),
+            y(1),
+            y(2),
+            r.map_or(Arg::u64(0), |r| Arg::addr_at(r, m0.y_row0 * m0.n_out)),
+            xs,
+            sx,
+            Arg::i32(m0.n_in as i32),
+            n_out(0),
+            n_out(1),
+            n_out(2),
+        ];
+        if int_dot {
+            args.push(Arg::i32(n_cb as i32)); // mmvq_vnni's column blocks
+        }
+        q.launch(&k, range, &args)?;
         Ok(())
     }
 }
 
 /// One matrix of a tiled launch: its tiles and where its output rows go.
+#[derive(Clone, Copy)]
 struct Tiled<'a> {
     tiles: &'a DeviceBuffer<u8>, // tiled.rs layout of (n_out, n_in)
     y: &'a DeviceBuffer<f32>,    // (>= y_row0 + t, n_out)

@@ -94,7 +94,8 @@ impl Kernels {
         t: usize,
         n: usize,
     ) -> Option<XStage<'a>> {
-        if !self.xstage || t > MMVQ_MAX_T {
+        // the prompt's rows (t > 8) only for the integer-dot products, which take any t
+        if !self.xstage || (t > MMVQ_MAX_T && !self.mat.int_dot()) {
             return None;
         }
         // XStage::new fails only if `buf` is short, and Scratch::xst is sized for 8 rows of the
@@ -119,10 +120,11 @@ impl Kernels {
         }
     }
 
-    /// The stage of blocks of 256 an unfused rounding of `t` rows of `n` writes for the product
-    /// by `w`: only when the integer-dot K-quant products read it (STRATA_VNNI=1, `stage`); the
-    /// fused kernels of blocks of 256 are not used there (`fused_glu_round`), so `ActQ` stages.
-    pub fn k_stage<'a>(
+    /// The stage an unfused rounding (`ActQ::run_staged`) of `t` rows of `n` writes for the
+    /// product by `w`: only with the integer-dot products on (STRATA_VNNI=1), where the fused
+    /// kernels do not serve: blocks of 256 (`fused_glu_round` takes only 32), the prompt's rows
+    /// (t > 8), the attention output when the prompt's attention does not round it.
+    pub fn unfused_stage<'a>(
         &self,
         buf: &'a DeviceBuffer<f32>, // Scratch::xst
         w: &WeightView,
@@ -130,7 +132,7 @@ impl Kernels {
         n: usize,
     ) -> Option<XStage<'a>> {
         let m = ActRound::for_type(w.type_id);
-        let on = self.act_round && m == ActRound::Q8Block256;
+        let on = self.act_round && self.mat.int_dot() && m != ActRound::None;
         on.then(|| self.stage(buf, m, &[w], t, n)).flatten()
     }
 
@@ -307,7 +309,8 @@ impl Kernels {
         if t <= MMVQ_MAX_T && self.mat.mmvq_residual(q, w, xq, st, y, t)? {
             return Ok(());
         }
-        self.mat.mul(q, w, xq, tmp, t)?;
+        // (a stage at t > 8 is the integer-dot products', which read it for the prompt's rows)
+        self.mat.mul_staged(q, w, xq, st, tmp, t)?;
         self.act.add(q, y, tmp, y, t * w.n_out)?;
         Ok(())
     }
@@ -339,7 +342,12 @@ pub struct Scratch {
 
 impl Scratch {
     /// `head`: this card runs the output head (only then are the logits buffers full size).
-    fn new(q: &Queue, c: &ModelConfig, rows: usize, head: bool) -> Result<Scratch, EngineError> {
+    fn new(
+        q: &Queue,
+        c: &ModelConfig,
+        (rows, stage_rows): (usize, usize),
+        head: bool,
+    ) -> Result<Scratch, EngineError> {
         let n_vocab = if head { c.n_vocab } else { 1 };
         let mut bytes = 0;
         let mut f = |n: usize| -> Result<DeviceBuffer<f32>, EngineError> {
@@ -359,7 +367,7 @@ impl Scratch {
             up: f(rows * c.n_ff)?,
             xq: f(rows * c.n_embd.max(c.q_dim()).max(c.n_ff))?,
             xst: f(XStage::floats(
-                rows.min(MMVQ_MAX_T) * c.n_embd.max(c.q_dim()).max(c.n_ff),
+                stage_rows * c.n_embd.max(c.q_dim()).max(c.n_ff),
             ))?,
             sel1: f(c.n_embd)?,
             sel: f(LOGIT_ROWS * c.n_embd)?,
@@ -538,6 +546,11 @@ impl LayerCtx<'_> {
         let st = m.and_then(|m| k.stage(&s.xst, m, &[wo], self.t, c.n_head * c.head_dim));
         if self.rope_store_attend(s, qk_norm, m, st)? {
             k.mul_rounded(self.q, &s.xq, st, &mut [(wo, &mut s.o)], self.t)
+        } else if let Some(st) = k.unfused_stage(&s.xst, wo, self.t, c.n_head * c.head_dim) {
+            // the integer-dot products (STRATA_VNNI=1): the rounding stages its records
+            let n = self.t * c.n_head * c.head_dim;
+            k.actq.run_staged(self.q, &s.att, &s.xq, n, st)?;
+            k.mul_rounded(self.q, &s.xq, Some(st), &mut [(wo, &mut s.o)], self.t)
         } else {
             k.mul(self.q, wo, &s.att, &s.xq, &mut s.o, self.t)
         }
@@ -564,7 +577,7 @@ impl Stage {
         layers: Range<usize>,
         cfg: &ModelConfig,
         n_ctx: usize,
-        rows: usize,
+        (rows, stage_rows): (usize, usize), // scratch rows, of which the stage buffer's
         head: bool,
     ) -> Result<Stage, EngineError> {
         let q = card.queue.clone();
@@ -588,7 +601,7 @@ impl Stage {
             kcache.push(q.alloc::<f16>(per_layer)?);
             vcache.push(q.alloc::<f16>(per_layer)?);
         }
-        let scratch = Scratch::new(&q, cfg, rows, head)?;
+        let scratch = Scratch::new(&q, cfg, (rows, stage_rows), head)?;
         Ok(Stage {
             card,
             layers,
@@ -767,7 +780,16 @@ impl Engine {
             .into_iter()
             .zip(ranges)
             .enumerate()
-            .map(|(i, (card, r))| Stage::new(card, r, &cfg, n_ctx, rows, i + 1 == n_cards))
+            .map(|(i, (card, r))| {
+                // the stage buffer: decode rows, or every chunk row when the integer-dot
+                // products read the prompt's rows too (STRATA_VNNI=1)
+                let stage_rows = if kernels.mat.int_dot() {
+                    rows
+                } else {
+                    rows.min(MMVQ_MAX_T)
+                };
+                Stage::new(card, r, &cfg, n_ctx, (rows, stage_rows), i + 1 == n_cards)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         for st in &stages {
             // graphs capture the attention scratch pointer: size it for the widest step now
@@ -1081,8 +1103,22 @@ impl Engine {
     /// Turns the opt-in integer-dot decode products (`STRATA_VNNI`, engine/kernels/vnni.rs) on
     /// or off; refused, naming why, where they cannot run. They read the staged x, so
     /// `STRATA_XSTAGE=0` leaves them unused.
+    /// On, each card's stage buffer grows to its scratch's rows, so the prompt's rows take the
+    /// integer-dot products as well (as with `STRATA_VNNI=1` at load).
     pub fn set_int_dot(&mut self, on: bool) -> Result<(), EngineError> {
-        Ok(self.kernels.mat.set_int_dot(on)?)
+        self.kernels.mat.set_int_dot(on)?;
+        if on {
+            let width = self.cfg.n_embd.max(self.cfg.q_dim()).max(self.cfg.n_ff);
+            for st in &mut self.stages {
+                let s = &mut st.scratch;
+                let need = XStage::floats(s.rows * width);
+                if s.xst.len() < need {
+                    s.bytes += (need - s.xst.len()) * 4;
+                    s.xst = st.card.queue.alloc::<f32>(need)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Mode of the RoPE kernel for this model.

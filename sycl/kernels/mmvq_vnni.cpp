@@ -320,7 +320,8 @@ static inline void kv_run(const uint8_t *w, size_t row0, const uint8_t *xr, cons
 }
 #endif
 
-// One kernel per column count (mmvq_vnni_t1 .. _t8), mmvq_tiled's arguments: up to three
+// One kernel per column count (mmvq_vnni_t1 .. _t8), mmvq_tiled's arguments and n_cb, the
+// number of blocks of TT columns (more than one: the prompt's rows, STRATA_VNNI only): up to three
 // matrices with the same x and n_in, work-item g < tiles(n_out0) doing tile g of matrix 0, the
 // next tiles(n_out1) matrix 1, the rest matrix 2; work-items past the last tile do nothing.
 // r (nullable, matrix 0 only): y0 = r + W0 x (r may be y0 itself).
@@ -336,23 +337,31 @@ static inline void kv_run(const uint8_t *w, size_t row0, const uint8_t *xr, cons
                        uint64_t a_r,  /* (TT, n_out0) f32 residual, or 0 */                     \
                        uint64_t a_xr, /* (TT, n_in / BLOCK) integer records, xstage.hpp */      \
                        uint64_t a_sx, /* (TT, n_in / 32) block sums (xstage.hpp); K: unused */ \
-                       int n_in, int n_out0, int n_out1, int n_out2) {                          \
+                       int n_in, int n_out0, int n_out1, int n_out2,                            \
+                       int n_cb /* column blocks of TT: the launch does n_cb * TT columns */) { \
     (void)a_x;                                                                                  \
-    const size_t g = syclext::this_work_item::get_nd_item<1>().get_global_id(0);                \
+    const size_t gid = syclext::this_work_item::get_nd_item<1>().get_global_id(0);              \
     const size_t t0 = (size_t)(n_out0 + TILE - 1) / TILE;                                       \
     const size_t t1 = (size_t)(n_out1 + TILE - 1) / TILE;                                       \
     const size_t t2 = (size_t)(n_out2 + TILE - 1) / TILE;                                       \
-    if (g >= t0 + t1 + t2) return;                                                              \
+    const size_t tiles = t0 + t1 + t2;                                                          \
+    if (gid >= tiles * (size_t)n_cb) return;                                                    \
+    /* work-item = (column block cb, tile g): the column block's rows of x, y and r */          \
+    const size_t cb = gid / tiles, g = gid % tiles;                                             \
     const int m = g < t0 ? 0 : (g < t0 + t1 ? 1 : 2);                                           \
     const size_t tile = m == 0 ? g : (m == 1 ? g - t0 : g - t0 - t1);                           \
     const uint64_t aw = m == 0 ? a_w0 : (m == 1 ? a_w1 : a_w2);                                 \
     const uint64_t ay = m == 0 ? a_y0 : (m == 1 ? a_y1 : a_y2);                                 \
     const int n_out = m == 0 ? n_out0 : (m == 1 ? n_out1 : n_out2);                             \
     const int nb = n_in / BLOCK;                                                                \
+    const size_t c0 = cb * TT; /* first column */                                               \
+    const float *r = m == 0 ? STRATA_ADDR(const float, a_r) : nullptr;                          \
+    const float *sx = STRATA_ADDR(const float, a_sx);                                           \
     kv_run<TT>(STRATA_ADDR(const uint8_t, aw) + tile * (size_t)nb * (HDR + REC), tile * TILE,   \
-               STRATA_ADDR(const uint8_t, a_xr), STRATA_ADDR(const float, a_sx),                \
-               STRATA_ADDR(float, ay), m == 0 ? STRATA_ADDR(const float, a_r) : nullptr, nb,    \
-               n_out);                                                                          \
+               STRATA_ADDR(const uint8_t, a_xr) + c0 * nb * XREC,                               \
+               sx != nullptr ? sx + c0 * (size_t)(n_in / 32) : nullptr,                         \
+               STRATA_ADDR(float, ay) + c0 * n_out, r != nullptr ? r + c0 * n_out : nullptr,    \
+               nb, n_out);                                                                      \
   }
 KV_KERNEL(1)
 KV_KERNEL(2)
