@@ -18,6 +18,7 @@ use crate::tui::flags;
 /// Shipped presets: (name, TOML text).
 pub const SHIPPED: &[(&str, &str)] = &[
     ("default", include_str!("../config/default.toml")),
+    ("cpu-vnni", include_str!("../config/cpu-vnni.toml")),
     ("gemma3", include_str!("../config/gemma3.toml")),
     ("spec-ab", include_str!("../config/spec-ab.toml")),
 ];
@@ -405,12 +406,13 @@ mod tests {
         let store = PresetStore::load(None);
         assert!(store.errors.is_empty(), "{:?}", store.errors);
         let names: Vec<&str> = store.presets.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["default", "gemma3", "spec-ab"]);
+        assert_eq!(names, ["default", "cpu-vnni", "gemma3", "spec-ab"]);
         assert_eq!(
             store.find("default").unwrap().model.as_deref(),
             Some("$STRATA_MODEL_SMOLLM2")
         );
         assert!(store.find("spec-ab").unwrap().spec > 0);
+        assert!(store.find("cpu-vnni").unwrap().flags["STRATA_VNNI"]);
     }
 
     #[test]
