@@ -116,11 +116,9 @@ impl MatrixKernels {
         y_row0: usize,
         t: usize,
     ) -> Result<()> {
-        if t <= MMVQ_MAX_T {
+        // STRATA_VNNI=1 with x staged for all t rows: the integer-dot kernel at any t (vnni.rs)
+        if t <= MMVQ_MAX_T || (w.tiled.is_some() && self.int_dot_reads(w.type_id, st)) {
             self.mmvq_at_st(q, w, x, x_row0, st, y, y_row0, t)
-        } else if w.tiled.is_some() && self.int_dot_reads(w.type_id, st) {
-            // STRATA_VNNI=1 with x staged for all t rows: the integer-dot kernel (vnni.rs)
-            self.int_dot_wide(q, w, x, x_row0, st, y, y_row0, t)
         } else {
             self.matmul_at(q, w, x, x_row0, y, y_row0, t)
         }

@@ -68,7 +68,10 @@ impl MatrixKernels {
     ) -> Result<()> {
         let what = "mmvq";
         w.check(what)?;
-        if t == 0 || t > MMVQ_MAX_T {
+        // the opt-in integer-dot kernel (vnni.rs) on the tiled or K-tiled copy, at any t (the
+        // prompt's rows too: `mul`)
+        let int_dot = w.tiled.is_some() && self.int_dot_reads(w.type_id, st);
+        if t == 0 || (t > MMVQ_MAX_T && !int_dot) {
             return Err(MatrixError::Shape {
                 what: what.into(),
                 message: format!("t = {t} rows; mmvq takes 1..={MMVQ_MAX_T} (use matmul)"),
@@ -76,18 +79,13 @@ impl MatrixKernels {
         }
         check_act(what, "x", x, x_row0 + t, w.n_in)?;
         check_act(what, "y", y, y_row0 + t, w.n_out)?;
-        if super::mmvq_kreg::try_kreg(q, w, x, x_row0, y, y_row0, t)? {
+        if t <= MMVQ_MAX_T && super::mmvq_kreg::try_kreg(q, w, x, x_row0, y, y_row0, t)? {
             return Ok(()); // STRATA_MMVQ_KREG=1 and KREG took the matrix (docs/flags.md)
         }
         // Repacked one lane per row at load: tiled.rs (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0) or ktiled.rs
         // (Q4_K/Q5_K/Q6_K; with STRATA_MMVQ_KREG=1 KREG took those above and never gets here).
         if let Some(tiled) = w.tiled {
-            if super::ktiled::supported(w.type_id) {
-                if self.int_dot_reads(w.type_id, st) {
-                    // the opt-in integer-dot kernel on the same K-tiled copy (vnni.rs)
-                    let m = Tiled::new(w, &*y, y_row0)?;
-                    return self.mmvq_tiled(q, &[m], x, x_row0, None, st, t);
-                }
+            if super::ktiled::supported(w.type_id) && !int_dot {
                 return self.mmvq_ktiled(q, w, tiled, x, x_row0, y, y_row0, t);
             }
             let m = Tiled::new(w, &*y, y_row0)?;
@@ -181,28 +179,6 @@ impl MatrixKernels {
         self.int_dot() && st.is_some_and(|s| vnni::stage_block(type_id) == Some(s.block()))
     }
 
-    /// The integer-dot product for any number of rows t (the prompt's, beyond mmvq's 8): x's
-    /// stage must cover them (`int_dot_reads`), w must have its tiled copy. Blocks of 8 rows in
-    /// one launch, the rest in a second; each row's arithmetic is the decode one's.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn int_dot_wide(
-        &self,
-        q: &Queue,
-        w: &WeightView,        // (n_out, n_in)
-        x: &DeviceBuffer<f32>, // (>= x_row0 + t, n_in)
-        x_row0: usize,
-        st: Option<XStage>,        // x staged, (x_row0 + t) * n_in elements
-        y: &mut DeviceBuffer<f32>, // (>= y_row0 + t, n_out)
-        y_row0: usize,
-        t: usize,
-    ) -> Result<()> {
-        w.check("mmvq")?;
-        check_act("mmvq", "x", x, x_row0 + t, w.n_in)?;
-        check_act("mmvq", "y", y, y_row0 + t, w.n_out)?;
-        let m = Tiled::new(w, &*y, y_row0)?;
-        self.mmvq_tiled(q, &[m], x, x_row0, None, st, t)
-    }
-
     /// The tiled kernel (`mmvq_tiled.cpp`) over 1..=3 matrices of one format and n_in: one
     /// 16-lane work-group per `tiles_per_group(t)` tiles of 16 rows, the matrices one after the
     /// other.
@@ -229,13 +205,9 @@ impl MatrixKernels {
             // written for exactly these rows (the launches below may each read a part)
             s.check("mmvq", (x_row0 + t) * m0.n_in)?;
         }
+        // (callers check t: more than 8 rows only for the integer-dot kernel)
+        debug_assert!(t <= MMVQ_MAX_T || int_dot);
         if t > MMVQ_MAX_T {
-            if !int_dot {
-                return Err(MatrixError::Shape {
-                    what: "mmvq".into(),
-                    message: format!("t = {t} rows; the tiled kernels take 1..={MMVQ_MAX_T}"),
-                });
-            }
             // full blocks of 8 columns in one launch, the rest at their row offset in another
             let full = t / MMVQ_MAX_T * MMVQ_MAX_T;
             self.tiled_launch(
