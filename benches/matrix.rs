@@ -15,7 +15,10 @@
 //! (end - start profiling timestamps of the same launches replayed on a profiling queue): at the
 //! layer sizes the wall time per call is mostly submit cost, the kernel time is what the kernel
 //! itself reads at ("kern GB/s", and "kern %" of the median read bandwidth). The profiled launches
-//! run one at a time (a wait after each), so no launch overlaps the next one's start.
+//! run one at a time (a wait after each), so no launch overlaps the next one's start. "size %" is
+//! the kernel GB/s over that of the read probe run the same way over a buffer of the case's bytes
+//! (printed once per case): a plain read's own start-up at that size, so the share of what one
+//! launch of that size can read on this device.
 //! The "launch" cases are the shapes of the decode step's grouped launches (q/k/v, gate/up of one
 //! format in one `mmvq_group` launch: the same work-groups as one matrix of the summed rows).
 //! `cargo bench --bench matrix [-- FILTER]`; FILTER matches the label; STRATA_BENCH_T=1,5,8 runs
@@ -248,6 +251,61 @@ fn read_bandwidth(q: &sycl::Queue, ctx: &Context) -> anyhow::Result<(f64, f64)> 
     Ok((gbs[gbs.len() / 2], gbs[gbs.len() * 9 / 10]))
 }
 
+/// Device seconds (median over RUNS of the mean per launch) of the read probe over `bytes` bytes
+/// (rounded up to whole work-groups), launched once on each of `copies` distinct written buffers
+/// and traced one at a time on the profiling queue, exactly as the products' "kern us": what a
+/// plain read of a launch's bytes costs on this device, its start-up included. The faster of two
+/// geometries (16 floats x 256 or x 64 per work-item), so small sizes still get several
+/// work-groups. Returns (seconds, bytes read).
+fn same_bytes_read(
+    q: &sycl::Queue,
+    qp: &sycl::Queue,
+    ctx: &Context,
+    bytes: usize,
+    copies: usize,
+) -> anyhow::Result<(f64, usize)> {
+    let mut best: Option<(f64, usize)> = None;
+    for per in [256usize, 64] {
+        let wg = 16usize;
+        let per_group = wg * per; // floats
+        let n = bytes.div_ceil(4).div_ceil(per_group) * per_group;
+        let opts = [format!("-DCFG_BW_WG={wg}"), format!("-DCFG_BW_PER={per}")];
+        let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+        let k = ctx
+            .module(&sycl::kernels::BANDWIDTH, &opts)?
+            .kernel("bw_read_sum")?;
+        let bufs = (0..copies)
+            .map(|i| {
+                let b = q.alloc::<f32>(n)?;
+                q.fill(&b, (i % 7 + 1) as f32)?; // written: real pages, not the zero page
+                Ok(b)
+            })
+            .collect::<Result<Vec<_>, sycl::SyclError>>()?;
+        let out = q.alloc::<f32>(n / per_group)?;
+        q.wait()?;
+        let mut secs = Vec::with_capacity(RUNS);
+        for run in 0..=RUNS {
+            let mut s = 0.0;
+            for b in &bufs {
+                qp.trace_begin();
+                qp.launch(&k, NdRange::d1(n / per, wg), &[Arg::buf(b), Arg::buf(&out)])?;
+                s += qp.trace_end()?.iter().map(|kt| kt.seconds).sum::<f64>();
+            }
+            if run > 0 {
+                secs.push(s / bufs.len() as f64); // run 0 warms up
+            }
+        }
+        secs.sort_by(f64::total_cmp);
+        let s = secs[RUNS / 2];
+        let gbs = |(s, b): (f64, usize)| b as f64 / s;
+        if best.map_or(true, |b| gbs((s, 4 * n)) > gbs(b)) {
+            best = Some((s, 4 * n));
+        }
+    }
+    // both geometries ran: best is set
+    best.ok_or_else(|| anyhow::anyhow!("no read probe geometry ran"))
+}
+
 fn main() -> anyhow::Result<()> {
     let filter: Vec<String> = std::env::args()
         .skip(1)
@@ -300,7 +358,7 @@ fn main() -> anyhow::Result<()> {
     );
     let mut rng = StdRng::seed_from_u64(1);
     println!(
-        "{:24} {:>16} {:>3} {:>6} {:>10} {:>8} {:>8} {:>6} {:>8} {:>8} {:>6} {:>8} {:>11} {:>7}",
+        "{:24} {:>16} {:>3} {:>6} {:>10} {:>8} {:>8} {:>6} {:>8} {:>8} {:>6} {:>6} {:>8} {:>11} {:>7}",
         "case",
         "(n_out, n_in)",
         "T",
@@ -312,6 +370,7 @@ fn main() -> anyhow::Result<()> {
         "kern us",
         "kern GB/s",
         "kern %",
+        "size %",
         "GFLOP/s",
         "GFLOP/cpu-s",
         "copies"
@@ -335,6 +394,14 @@ fn main() -> anyhow::Result<()> {
         let mats = (0..copies)
             .map(|_| QuantMatrix::upload(&arena, c.label, c.tid, c.n_out, c.n_in, &bytes))
             .collect::<Result<Vec<_>, _>>()?;
+        let (probe_s, probe_bytes) = same_bytes_read(&q, &qp, &ctx, bytes.len(), copies)?;
+        let probe_gbs = probe_bytes as f64 / probe_s / 1e9;
+        println!(
+            "{:24} read probe over the same bytes: {:.1} us, {probe_gbs:.2} GB/s ({:.0}% of the median)",
+            c.label,
+            probe_s * 1e6,
+            100.0 * probe_gbs / bw_med
+        );
         for &t in &ts {
             if t > 8 && c.n_out > 10_000 {
                 continue; // the head only ever sees the last prompt row
@@ -369,7 +436,7 @@ fn main() -> anyhow::Result<()> {
             // K-quants: their stage is the integer records only)
             let st = match vnni::stage_block(c.tid) {
                 Some(256) => XStage::new_k(&stb, t * c.n_in)?,
-                _ => XStage::new(&stb, t * c.n_in)?,
+                _ => XStage::with_records(&stb, t * c.n_in)?,
             };
             if layouts.contains(&Layout::Staged) || layouts.contains(&Layout::Vnni) {
                 actq.run_staged(&q, &x, &xq, t * c.n_in, st)?;
@@ -427,7 +494,7 @@ fn main() -> anyhow::Result<()> {
                 let fast = per_call[RUNS / 10];
                 let gbs = |s: f64| bytes.len() as f64 / s / 1e9;
                 println!(
-                    "{:24} {:>16} {:>3} {:>6} {:>10.1} {:>8.2} {:>8.2} {:>6.0} {:>8.1} {:>8.2} {:>6.0} {:>8.1} {:>11.1} {:>7}",
+                    "{:24} {:>16} {:>3} {:>6} {:>10.1} {:>8.2} {:>8.2} {:>6.0} {:>8.1} {:>8.2} {:>6.0} {:>6.0} {:>8.1} {:>11.1} {:>7}",
                     c.label,
                     format!("({}, {})", c.n_out, c.n_in),
                     t,
@@ -439,6 +506,7 @@ fn main() -> anyhow::Result<()> {
                     ks * 1e6,
                     gbs(ks),
                     100.0 * gbs(ks) / bw_med,
+                    100.0 * gbs(ks) / probe_gbs,
                     flop / s / 1e9,
                     flop / cpu_per_call[RUNS / 2] / 1e9,
                     used.len()

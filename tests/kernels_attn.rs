@@ -314,7 +314,11 @@ fn rounded_output_is_bitwise_attention_then_actq() {
                 // records): bitwise act_q8_32's / act_q8_256's
                 let nan = vec![f32::NAN; XStage::floats(n)];
                 let (sa, sw) = (q.upload(&nan).unwrap(), q.upload(&nan).unwrap());
+                // blocks of 32 with the integer records (STRATA_VNNI=1) at one position, without
+                // (the default path: left unwritten) at the others
+                let records = p0 == 700;
                 let stage = |b| match block {
+                    32 if records => XStage::with_records(b, n).unwrap(),
                     32 => XStage::new(b, n).unwrap(),
                     _ => XStage::new_k(b, n).unwrap(),
                 };
@@ -339,6 +343,11 @@ fn rounded_output_is_bitwise_attention_then_actq() {
                         XStage::floats_k(n)
                     };
                     assert_bitwise(&format!("{label} stage"), &a[..len], &b[..len]);
+                    if block == 32 {
+                        let recs = &a[n + n / 32..len];
+                        let untouched = recs.iter().all(|v| v.is_nan());
+                        assert_eq!(untouched, !records, "{label}: records written: {records}");
+                    }
                 }
                 // the rounding did something: not every value survives it unchanged
                 let plain = q.to_vec(&plain).unwrap();

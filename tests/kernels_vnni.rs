@@ -55,6 +55,24 @@ fn int_dot_matches_reference() {
     k.set_int_dot(true).unwrap();
     assert!(k.int_dot() && !plain.int_dot());
     let mut rng = rng(0x766e6e69);
+    {
+        // a stage made without the integer records (the default path's XStage::new) is refused
+        // by name, not read as garbage
+        let (n_out, n_in) = (64, 576);
+        let wb = weights(&mut rng, type_id::Q4_1, n_out, n_in);
+        let w = QuantMatrix::upload(&q, "Q4_1", type_id::Q4_1, n_out, n_in, &wb).unwrap();
+        let xd = q.upload(&values(&mut rng, n_in)).unwrap();
+        let xq = q.alloc::<f32>(n_in).unwrap();
+        let stb = q.alloc::<f32>(XStage::floats(n_in)).unwrap();
+        let st = XStage::new(&stb, n_in).unwrap();
+        aq.run_staged(&q, &xd, &xq, n_in, st).unwrap();
+        let mut y = q.alloc::<f32>(n_out).unwrap();
+        let e = k
+            .mmvq_staged(&q, &w.view(), &xq, Some(st), &mut y, 1)
+            .expect_err("a stage without records refused");
+        assert!(e.to_string().contains("no integer records"), "{e}");
+        println!("stage without records: {e}");
+    }
     for &(name, tid) in FORMATS_VNNI {
         let (mut worst, mut worst_default, mut differ_default) = (0f64, 0f64, 0usize);
         let block = vnni::stage_block(tid).unwrap();
@@ -77,7 +95,7 @@ fn int_dot_matches_reference() {
             let stb = q.alloc::<f32>(XStage::floats(8 * n_in)).unwrap();
             // x rounded as the engine rounds it for the format: Q8_0 or Q8_K blocks
             let stage = |n: usize| match block {
-                32 => XStage::new(&stb, n).unwrap(),
+                32 => XStage::with_records(&stb, n).unwrap(),
                 _ => XStage::new_k(&stb, n).unwrap(),
             };
             let n0 = n_outs[0];
@@ -199,7 +217,7 @@ fn int_dot_prompt_rows_match_reference() {
             let xq = q.alloc::<f32>(T_MAX * n_in).unwrap();
             let stb = q.alloc::<f32>(XStage::floats(T_MAX * n_in)).unwrap();
             let stage = |n: usize| match block {
-                32 => XStage::new(&stb, n).unwrap(),
+                32 => XStage::with_records(&stb, n).unwrap(),
                 _ => XStage::new_k(&stb, n).unwrap(),
             };
             // the 8-row decode call on the first 8 rows

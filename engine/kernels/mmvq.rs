@@ -259,7 +259,7 @@ impl MatrixKernels {
         };
         let k = self.kernel(m0.type_id, family, "mmvq")?;
         let (xs, sx) = match st {
-            Some(s) if int_dot => s.int_args_at(x_row0, m0.n_in),
+            Some(s) if int_dot => s.int_args_at(x_row0, m0.n_in)?,
             Some(s) => s.args_at(x_row0, m0.n_in),
             None => (Arg::u64(0), Arg::u64(0)),
         };

@@ -8,7 +8,10 @@
 //! Layout for an activation of `n` elements (a multiple of 32; rows of the product's n_in, flat):
 //! `n` floats x[i] * 2^-(bit offset of element i % 32 in the 4-bit formats' words), then `n / 32`
 //! block sums, then `n / 32` integer records of 36 bytes (9 floats): the block's 32 q as int8 and
-//! its f32 scale d, x = q * d exactly, read by the opt-in integer-dot products (vnni.rs).
+//! its f32 scale d, x = q * d exactly, read by the opt-in integer-dot products (vnni.rs). The
+//! records are written only into a stage made by `XStage::with_records` (the engine makes those
+//! with STRATA_VNNI=1 only): a stage from `XStage::new` leaves their floats untouched, so the
+//! default path does no work for them.
 //!
 //! A rounding through blocks of 256 (the K-quants' Q8_K, `XStage::new_k`) stages only integer
 //! records, for the integer-dot products of the K-quants: `n / 256` records of 292 bytes (73
@@ -29,7 +32,8 @@ pub const RECORD_K_FLOATS: usize = 73;
 pub struct XStage<'a> {
     buf: &'a DeviceBuffer<f32>, // (floats(n)) blocks of 32, (floats_k(n)) blocks of 256
     n: usize,
-    block: usize, // 32 or 256
+    block: usize,  // 32 or 256
+    records: bool, // the integer records written (blocks of 256: always)
 }
 
 impl<'a> XStage<'a> {
@@ -44,17 +48,28 @@ impl<'a> XStage<'a> {
         RECORD_K_FLOATS * (n / 256)
     }
 
-    /// The stage of an `n`-element activation in `buf`: n a multiple of 32, buf large enough.
+    /// The stage of an `n`-element activation in `buf`: n a multiple of 32, buf large enough;
+    /// the scaled copy and the block sums, no integer records.
     pub fn new(buf: &'a DeviceBuffer<f32>, n: usize) -> Result<XStage<'a>> {
-        Self::with_block(buf, n, 32)
+        Self::with_block(buf, n, 32, false)
+    }
+
+    /// As `new`, with the integer records too (the integer-dot products' input).
+    pub fn with_records(buf: &'a DeviceBuffer<f32>, n: usize) -> Result<XStage<'a>> {
+        Self::with_block(buf, n, 32, true)
     }
 
     /// The integer records of an `n`-element activation rounded in blocks of 256 in `buf`.
     pub fn new_k(buf: &'a DeviceBuffer<f32>, n: usize) -> Result<XStage<'a>> {
-        Self::with_block(buf, n, 256)
+        Self::with_block(buf, n, 256, true)
     }
 
-    fn with_block(buf: &'a DeviceBuffer<f32>, n: usize, block: usize) -> Result<XStage<'a>> {
+    fn with_block(
+        buf: &'a DeviceBuffer<f32>,
+        n: usize,
+        block: usize,
+        records: bool,
+    ) -> Result<XStage<'a>> {
         ensure(OP, n % block == 0, || {
             format!("{n} elements is not a whole number of blocks of {block}")
         })?;
@@ -69,7 +84,12 @@ impl<'a> XStage<'a> {
                 buf.len()
             )
         })?;
-        Ok(XStage { buf, n, block })
+        Ok(XStage {
+            buf,
+            n,
+            block,
+            records,
+        })
     }
 
     /// The rounding block the stage was made for: 32 or 256.
@@ -87,16 +107,30 @@ impl<'a> XStage<'a> {
         })
     }
 
-    /// The rounding kernel's argument: the stage's address, or 0 for none.
-    pub(crate) fn arg(st: Option<XStage<'a>>) -> Arg<'a> {
-        st.map_or(Arg::u64(0), |s| Arg::addr(s.buf))
+    /// Whether the stage holds (or, given to a rounding kernel, gets) the integer records.
+    pub fn has_records(&self) -> bool {
+        self.records
     }
 
-    /// Appends the stage argument of a rounding kernel: the blocks-of-32 variants (`*_q8_32`)
-    /// and the blocks-of-256 ones (`*_q8_256`) both take one; other modes none.
+    /// A blocks-of-32 rounding kernel's two arguments (the attention's combine takes them for
+    /// every rounding): the stage's address and its records' (0 for none: not written).
+    pub(crate) fn args(st: Option<XStage<'a>>) -> [Arg<'a>; 2] {
+        match st {
+            None => [Arg::u64(0), Arg::u64(0)],
+            Some(s) if s.block == 256 => [Arg::addr(s.buf), Arg::u64(0)],
+            Some(s) if s.records => [Arg::addr(s.buf), Arg::addr_at(s.buf, s.n + s.n / 32)],
+            Some(s) => [Arg::addr(s.buf), Arg::u64(0)],
+        }
+    }
+
+    /// Appends the stage arguments of a rounding kernel: the blocks-of-32 variants (`*_q8_32`)
+    /// take the stage and its records (`args`), the blocks-of-256 ones (`*_q8_256`) the stage,
+    /// which is records only; other modes none.
     pub(crate) fn push_arg(args: &mut Vec<Arg<'a>>, block: usize, st: Option<XStage<'a>>) {
-        if block == 32 || block == 256 {
-            args.push(Self::arg(st));
+        match block {
+            32 => args.extend(Self::args(st)),
+            256 => args.push(st.map_or(Arg::u64(0), |s| Arg::addr(s.buf))),
+            _ => {}
         }
     }
 
@@ -110,18 +144,23 @@ impl<'a> XStage<'a> {
     }
 
     /// The integer-dot product's two arguments for rows `row0..` of width `n_in`: the integer
-    /// records and the block sums.
-    pub(crate) fn int_args_at(&self, row0: usize, n_in: usize) -> (Arg<'a>, Arg<'a>) {
+    /// records and the block sums. An error for a stage made without records.
+    pub(crate) fn int_args_at(&self, row0: usize, n_in: usize) -> Result<(Arg<'a>, Arg<'a>)> {
+        ensure("mmvq_vnni", self.records, || {
+            "the staged activation has no integer records (XStage::new; the integer-dot \
+             products need XStage::with_records)"
+                .to_string()
+        })?;
         if self.block == 256 {
             // records only: the sums are inside them
             let at = RECORD_K_FLOATS * row0 * (n_in / 256);
-            return (Arg::addr_at(self.buf, at), Arg::u64(0));
+            return Ok((Arg::addr_at(self.buf, at), Arg::u64(0)));
         }
         let nb0 = row0 * (n_in / 32);
-        (
+        Ok((
             Arg::addr_at(self.buf, self.n + self.n / 32 + RECORD_FLOATS * nb0),
             Arg::addr_at(self.buf, self.n + nb0),
-        )
+        ))
     }
 }
 

@@ -105,7 +105,14 @@ impl Kernels {
                 let read = ws
                     .iter()
                     .any(|w| w.tiled.is_some() && tiled::reads_stage(w.type_id));
-                read.then(|| XStage::new(buf, t * n).ok()).flatten()
+                // the integer records only for the integer-dot products (the default path
+                // neither writes nor reads them)
+                let make = if self.mat.int_dot() {
+                    XStage::with_records
+                } else {
+                    XStage::new
+                };
+                read.then(|| make(buf, t * n).ok()).flatten()
             }
             ActRound::Q8Block256 => {
                 // only the integer-dot products read records of 256 (Scratch::xst holds them:

@@ -17,10 +17,11 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 STRATA_KERNEL void act_q8_32(uint64_t a_x,  // (n_blocks * 32)
                              uint64_t a_y,  // (n_blocks * 32)
                              uint64_t a_st, // (n_blocks * 33) staged y (xstage.hpp), or 0
+                             uint64_t a_rec, // (n_blocks * 9) its integer records, or 0
                              int n_blocks) {
   const float *x = STRATA_ADDR(const float, a_x);
   float *y = STRATA_ADDR(float, a_y);
-  float *st = STRATA_ADDR(float, a_st);
+  const XSt st = XST_ARGS(a_st, a_rec);
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
   const int lane = (int)sg.get_local_id()[0];
@@ -52,5 +53,5 @@ STRATA_KERNEL void act_q8_256(uint64_t a_x,  // (n_blocks * 256)
   const float d = q8_256_round(sg, lane, v); // actq.hpp
   float *yb = y + b * 256;
   for (int k = 0; k < 16; k++) yb[k * 16 + lane] = v[k];
-  xstage_block256(sg, lane, STRATA_ADDR(float, a_st), b, v, d); // xstage.hpp
+  xstage_block256(sg, lane, XST_ARG256(a_st), b, v, d); // xstage.hpp
 }

@@ -176,7 +176,7 @@ STRATA_KERNEL void attn_part(uint64_t a_q,   // (T, n_head * CFG_HD) f32
 // stage of blocks of 32, 256: the integer records).
 static inline void combine_one(sycl::sub_group sg, size_t g, const float *part,
                                const int32_t *pos, float *out, int n_head, int n_ctx,
-                               int window, int round_block, float *st, size_t n_out_total) {
+                               int window, int round_block, XSt st, size_t n_out_total) {
   const int lane = (int)sg.get_local_id()[0];
   const int t = (int)(g / n_head);
   const int n_chunks = (n_ctx + CFG_C - 1) / CFG_C;
@@ -233,11 +233,12 @@ STRATA_KERNEL void attn_combine(uint64_t a_part,   // (T, n_head, n_chunks, CFG_
                                 uint64_t a_pos,    // (T) i32
                                 uint64_t a_out,    // (T, n_head * CFG_HD) f32
                                 uint64_t a_st,     // staged out (xstage.hpp), or 0
+                                uint64_t a_rec,    // round_block 32: its integer records, or 0
                                 int n_head, int n_ctx, int window, int round_block) {
   const float *part = STRATA_ADDR(const float, a_part);
   const int32_t *pos = STRATA_ADDR(const int32_t, a_pos);
   float *out = STRATA_ADDR(float, a_out);
   auto it = syclext::this_work_item::get_nd_item<1>();
   combine_one(it.get_sub_group(), it.get_group(0), part, pos, out, n_head, n_ctx, window,
-              round_block, STRATA_ADDR(float, a_st), it.get_group_range(0) * CFG_HD);
+              round_block, XST_ARGS(a_st, a_rec), it.get_group_range(0) * CFG_HD);
 }

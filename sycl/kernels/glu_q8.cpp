@@ -16,7 +16,7 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 
 // st: the staged yq of xstage.hpp (B = 32 only), or nullptr.
 template <int B, bool GELU>
-static inline void glu_q8(const float *gate, const float *up, float *yq, float *st,
+static inline void glu_q8(const float *gate, const float *up, float *yq, XSt st,
                           int n_blocks) {
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
@@ -46,11 +46,12 @@ STRATA_KERNEL void silu_mul_q8_32(uint64_t a_gate, // (n)
                                   uint64_t a_up,   // (n)
                                   uint64_t a_yq,   // (n) rounded; may alias gate or up
                                   uint64_t a_st,   // staged yq (xstage.hpp), or 0
+                                  uint64_t a_rec,  // its integer records, or 0
                                   int n_blocks) {
   const float *gate = STRATA_ADDR(const float, a_gate);
   const float *up = STRATA_ADDR(const float, a_up);
   float *yq = STRATA_ADDR(float, a_yq);
-  glu_q8<32, false>(gate, up, yq, STRATA_ADDR(float, a_st), n_blocks);
+  glu_q8<32, false>(gate, up, yq, XST_ARGS(a_st, a_rec), n_blocks);
 }
 STRATA_KERNEL void silu_mul_q8_256(uint64_t a_gate, // (n)
                                    uint64_t a_up,   // (n)
@@ -60,17 +61,18 @@ STRATA_KERNEL void silu_mul_q8_256(uint64_t a_gate, // (n)
   const float *gate = STRATA_ADDR(const float, a_gate);
   const float *up = STRATA_ADDR(const float, a_up);
   float *yq = STRATA_ADDR(float, a_yq);
-  glu_q8<256, false>(gate, up, yq, STRATA_ADDR(float, a_st), n_blocks);
+  glu_q8<256, false>(gate, up, yq, XST_ARG256(a_st), n_blocks);
 }
 STRATA_KERNEL void gelu_mul_q8_32(uint64_t a_gate, // (n)
                                   uint64_t a_up,   // (n)
                                   uint64_t a_yq,   // (n) rounded; may alias gate or up
                                   uint64_t a_st,   // staged yq (xstage.hpp), or 0
+                                  uint64_t a_rec,  // its integer records, or 0
                                   int n_blocks) {
   const float *gate = STRATA_ADDR(const float, a_gate);
   const float *up = STRATA_ADDR(const float, a_up);
   float *yq = STRATA_ADDR(float, a_yq);
-  glu_q8<32, true>(gate, up, yq, STRATA_ADDR(float, a_st), n_blocks);
+  glu_q8<32, true>(gate, up, yq, XST_ARGS(a_st, a_rec), n_blocks);
 }
 STRATA_KERNEL void gelu_mul_q8_256(uint64_t a_gate, // (n)
                                    uint64_t a_up,   // (n)
@@ -80,5 +82,5 @@ STRATA_KERNEL void gelu_mul_q8_256(uint64_t a_gate, // (n)
   const float *gate = STRATA_ADDR(const float, a_gate);
   const float *up = STRATA_ADDR(const float, a_up);
   float *yq = STRATA_ADDR(float, a_yq);
-  glu_q8<256, true>(gate, up, yq, STRATA_ADDR(float, a_st), n_blocks);
+  glu_q8<256, true>(gate, up, yq, XST_ARG256(a_st), n_blocks);
 }

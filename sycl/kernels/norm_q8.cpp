@@ -20,10 +20,10 @@ namespace syclexp = sycl::ext::oneapi::experimental;
       SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
 
 // Writes round_B(val(i)) for i < n into yr, block by block; val(i) is only asked for elements
-// this lane owns (i % 16 == lane). st (B = 32 only, or nullptr): the staged output of
+// this lane owns (i % 16 == lane). st (st.st nullptr: none): the staged output of
 // xstage.hpp, for all rows * n elements (this row's blocks from row * n / 32).
 template <int B, typename F>
-static inline void store_rounded(sycl::sub_group sg, int lane, int n, float *yr, float *st,
+static inline void store_rounded(sycl::sub_group sg, int lane, int n, float *yr, XSt st,
                                  F val) {
   auto it = syclext::this_work_item::get_nd_item<1>();
   const size_t row = it.get_group(0), total = it.get_group_range(0) * (size_t)n;
@@ -45,7 +45,7 @@ static inline void store_rounded(sycl::sub_group sg, int lane, int n, float *yr,
 }
 
 template <int B>
-static inline void rms_norm_q8(const float *x, const float *w, float *yq, float *st, int n,
+static inline void rms_norm_q8(const float *x, const float *w, float *yq, XSt st, int n,
                                float eps) {
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
@@ -58,7 +58,7 @@ static inline void rms_norm_q8(const float *x, const float *w, float *yq, float 
 
 template <int B>
 static inline void add_rms_norm_q8(float *res, const float *a, const float *w, float *yq,
-                                   float *st, int n, float eps) {
+                                   XSt st, int n, float eps) {
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
   const int lane = (int)sg.get_local_id()[0];
@@ -75,7 +75,7 @@ static inline void add_rms_norm_q8(float *res, const float *a, const float *w, f
 
 template <int B>
 static inline void norm_add_norm_q8(const float *a, const float *w1, float *res, const float *w2,
-                                    float *yq, float *st, int n, float eps) {
+                                    float *yq, XSt st, int n, float eps) {
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
   const int lane = (int)sg.get_local_id()[0];
@@ -96,11 +96,12 @@ STRATA_KERNEL void rms_norm_q8_32(uint64_t a_x,  // (rows, n)
                                   uint64_t a_w,  // (n)
                                   uint64_t a_yq, // (rows, n) rounded; may alias x
                                   uint64_t a_st, // staged yq (xstage.hpp), or 0
+                                  uint64_t a_rec, // its integer records, or 0
                                   int n, float eps) {
   const float *x = STRATA_ADDR(const float, a_x);
   const float *w = STRATA_ADDR(const float, a_w);
   float *yq = STRATA_ADDR(float, a_yq);
-  rms_norm_q8<32>(x, w, yq, STRATA_ADDR(float, a_st), n, eps);
+  rms_norm_q8<32>(x, w, yq, XST_ARGS(a_st, a_rec), n, eps);
 }
 STRATA_KERNEL void rms_norm_q8_256(uint64_t a_x,  // (rows, n)
                                    uint64_t a_w,  // (n)
@@ -110,7 +111,7 @@ STRATA_KERNEL void rms_norm_q8_256(uint64_t a_x,  // (rows, n)
   const float *x = STRATA_ADDR(const float, a_x);
   const float *w = STRATA_ADDR(const float, a_w);
   float *yq = STRATA_ADDR(float, a_yq);
-  rms_norm_q8<256>(x, w, yq, STRATA_ADDR(float, a_st), n, eps);
+  rms_norm_q8<256>(x, w, yq, XST_ARG256(a_st), n, eps);
 }
 
 STRATA_KERNEL void add_rms_norm_q8_32(uint64_t a_res, // (rows, n) residual, updated in place
@@ -118,12 +119,13 @@ STRATA_KERNEL void add_rms_norm_q8_32(uint64_t a_res, // (rows, n) residual, upd
                                       uint64_t a_w,   // (n)
                                       uint64_t a_yq,  // (rows, n) rounded normed output
                                       uint64_t a_st,  // staged yq (xstage.hpp), or 0
+                                      uint64_t a_rec, // its integer records, or 0
                                       int n, float eps) {
   float *res = STRATA_ADDR(float, a_res);
   const float *a = STRATA_ADDR(const float, a_a);
   const float *w = STRATA_ADDR(const float, a_w);
   float *yq = STRATA_ADDR(float, a_yq);
-  add_rms_norm_q8<32>(res, a, w, yq, STRATA_ADDR(float, a_st), n, eps);
+  add_rms_norm_q8<32>(res, a, w, yq, XST_ARGS(a_st, a_rec), n, eps);
 }
 STRATA_KERNEL void add_rms_norm_q8_256(uint64_t a_res, // (rows, n) residual, updated in place
                                        uint64_t a_a,   // (rows, n) added to the residual
@@ -135,7 +137,7 @@ STRATA_KERNEL void add_rms_norm_q8_256(uint64_t a_res, // (rows, n) residual, up
   const float *a = STRATA_ADDR(const float, a_a);
   const float *w = STRATA_ADDR(const float, a_w);
   float *yq = STRATA_ADDR(float, a_yq);
-  add_rms_norm_q8<256>(res, a, w, yq, STRATA_ADDR(float, a_st), n, eps);
+  add_rms_norm_q8<256>(res, a, w, yq, XST_ARG256(a_st), n, eps);
 }
 
 STRATA_KERNEL void norm_add_norm_q8_32(uint64_t a_a,   // (rows, n) normed, then added
@@ -144,13 +146,14 @@ STRATA_KERNEL void norm_add_norm_q8_32(uint64_t a_a,   // (rows, n) normed, then
                                        uint64_t a_w2,  // (n) norm weight of the new residual
                                        uint64_t a_yq,  // (rows, n) rounded normed output
                                        uint64_t a_st,  // staged yq (xstage.hpp), or 0
+                                       uint64_t a_rec, // its integer records, or 0
                                        int n, float eps) {
   const float *a = STRATA_ADDR(const float, a_a);
   const float *w1 = STRATA_ADDR(const float, a_w1);
   float *res = STRATA_ADDR(float, a_res);
   const float *w2 = STRATA_ADDR(const float, a_w2);
   float *yq = STRATA_ADDR(float, a_yq);
-  norm_add_norm_q8<32>(a, w1, res, w2, yq, STRATA_ADDR(float, a_st), n, eps);
+  norm_add_norm_q8<32>(a, w1, res, w2, yq, XST_ARGS(a_st, a_rec), n, eps);
 }
 STRATA_KERNEL void norm_add_norm_q8_256(uint64_t a_a,   // (rows, n) normed, then added
                                         uint64_t a_w1,  // (n) norm weight of a
@@ -164,5 +167,5 @@ STRATA_KERNEL void norm_add_norm_q8_256(uint64_t a_a,   // (rows, n) normed, the
   float *res = STRATA_ADDR(float, a_res);
   const float *w2 = STRATA_ADDR(const float, a_w2);
   float *yq = STRATA_ADDR(float, a_yq);
-  norm_add_norm_q8<256>(a, w1, res, w2, yq, STRATA_ADDR(float, a_st), n, eps);
+  norm_add_norm_q8<256>(a, w1, res, w2, yq, XST_ARG256(a_st), n, eps);
 }
