@@ -298,7 +298,7 @@ fn same_bytes_read(
         secs.sort_by(f64::total_cmp);
         let s = secs[RUNS / 2];
         let gbs = |(s, b): (f64, usize)| b as f64 / s;
-        if best.map_or(true, |b| gbs((s, 4 * n)) > gbs(b)) {
+        if best.is_none_or(|b| gbs((s, 4 * n)) > gbs(b)) {
             best = Some((s, 4 * n));
         }
     }
