@@ -4,9 +4,9 @@
 //! had the cores; T <= 8 shows the tiled and the GGUF layout of mmvq, and for the tiled formats
 //! with a block sum the tiled kernel reading a staged x ("staged": the decode step's product,
 //! engine/kernels/xstage.rs; x staged once beforehand, as the rounding kernel does), and for
-//! Q4_0/Q4_1/Q5_0/Q5_1 the opt-in integer-dot kernel on the same stage ("vnni", STRATA_VNNI=1,
-//! engine/kernels/vnni.rs, where the CPU has AVX-512 VNNI); each run launches once on every one of several distinct weight
-//! copies, >= 256 MiB in all, back to back on an in-order queue, so no call finds its weights in
+//! the formats it takes the opt-in integer-dot kernel on the same stage ("vnni", STRATA_VNNI=1,
+//! engine/kernels/vnni.rs, in the best ISA this CPU has; on an AVX-512 VNNI CPU also its AVX2
+//! form, "avx2"); each run launches once on every one of several distinct weight copies, >= 256 MiB in all, back to back on an in-order queue, so no call finds its weights in
 //! cache). T = 1 and 8 run mmvq, T = 64 and 512 matmul (`MatrixKernels::mul`); GB/s counts
 //! weight bytes only, GFLOP/s is 2 * n_out * n_in * T per second (the figure for matmul, which is
 //! compute-bound). GFLOP/cpu-s divides by the CPU time of all the process's threads instead of wall
@@ -39,6 +39,8 @@ enum Layout {
     /// tiled weights, x staged with its integer records, the opt-in integer-dot kernel
     /// (STRATA_VNNI=1, engine/kernels/vnni.rs)
     Vnni,
+    /// the same in its AVX2 form (`vnni::Isa::Avx2`), where the best ISA is AVX-512 VNNI
+    Avx2,
     /// tiled weights, x staged by the kernel that rounded it (the engine's decode step)
     Staged,
     /// tiled weights, the kernel staging x itself
@@ -51,6 +53,7 @@ impl Layout {
     fn label(self) -> &'static str {
         match self {
             Layout::Vnni => "vnni",
+            Layout::Avx2 => "avx2",
             Layout::Staged => "staged",
             Layout::Tiled => "tiled",
             Layout::Gguf => "gguf",
@@ -352,6 +355,13 @@ fn main() -> anyhow::Result<()> {
             false
         }
     };
+    if let Some(isa) = kv.int_dot_isa() {
+        println!("vnni rows: the integer-dot kernel in {}", isa.label());
+    }
+    // its AVX2 form beside it on an AVX-512 VNNI machine ("avx2" rows)
+    let mut k2 = MatrixKernels::with_matmul_tile(&ctx, k.matmul_tile());
+    let avx2_ok = kv.int_dot_isa() == Some(vnni::Isa::Avx512Vnni)
+        && k2.set_int_dot_isa(Some(vnni::Isa::Avx2)).is_ok();
     let (bw_med, bw_p90) = read_bandwidth(&q, &ctx)?;
     println!(
         "cold read bandwidth: median {bw_med:.1} GB/s, 90th percentile {bw_p90:.1} GB/s (% bw: the wall p90 GB/s over the 90th percentile; kern %: the kernel GB/s over the median)"
@@ -415,19 +425,20 @@ fn main() -> anyhow::Result<()> {
             let tiled_ok = t <= 8 && mats[0].tiled.is_some();
             // (the integer-dot kernel takes any t: the prompt's rows in blocks of 8)
             let int_dot = mats[0].tiled.is_some() && vnni_ok && vnni::supported(c.tid);
-            let layouts: &[Layout] = if int_dot && tiled_ok && tiled::reads_stage(c.tid) {
-                &[Layout::Vnni, Layout::Staged, Layout::Tiled, Layout::Gguf]
-            } else if int_dot && tiled_ok {
-                &[Layout::Vnni, Layout::Tiled, Layout::Gguf]
-            } else if int_dot {
-                &[Layout::Vnni, Layout::Gguf]
-            } else if tiled_ok && tiled::reads_stage(c.tid) {
-                &[Layout::Staged, Layout::Tiled, Layout::Gguf]
-            } else if tiled_ok {
-                &[Layout::Tiled, Layout::Gguf]
-            } else {
-                &[Layout::Gguf]
-            };
+            let mut layouts = Vec::new();
+            if int_dot {
+                layouts.push(Layout::Vnni);
+                if avx2_ok {
+                    layouts.push(Layout::Avx2);
+                }
+            }
+            if tiled_ok && tiled::reads_stage(c.tid) {
+                layouts.push(Layout::Staged);
+            }
+            if tiled_ok {
+                layouts.push(Layout::Tiled);
+            }
+            layouts.push(Layout::Gguf);
             let (xq, stb) = (
                 q.alloc::<f32>(t * c.n_in)?,
                 q.alloc::<f32>(XStage::floats(t * c.n_in))?,
@@ -438,14 +449,15 @@ fn main() -> anyhow::Result<()> {
                 Some(256) => XStage::new_k(&stb, t * c.n_in)?,
                 _ => XStage::with_records(&stb, t * c.n_in)?,
             };
-            if layouts.contains(&Layout::Staged) || layouts.contains(&Layout::Vnni) {
+            if layouts.contains(&Layout::Staged) || int_dot {
                 actq.run_staged(&q, &x, &xq, t * c.n_in, st)?;
             }
-            for &layout in layouts {
+            for &layout in &layouts {
                 let call = |qq: &sycl::Queue, m: &QuantMatrix, y: &mut sycl::DeviceBuffer<f32>| {
                     let mut v = m.view();
                     match layout {
                         Layout::Vnni => kv.mul_staged(qq, &v, &xq, Some(st), y, t),
+                        Layout::Avx2 => k2.mul_staged(qq, &v, &xq, Some(st), y, t),
                         Layout::Staged => k.mmvq_staged(qq, &v, &xq, Some(st), y, t),
                         Layout::Tiled => k.mul(qq, &v, &x, y, t),
                         Layout::Gguf => {

@@ -6,7 +6,8 @@
 //! launches, the residual form is bitwise product + add, and the default kernel is untouched.
 
 mod support;
-use strata::kernels::{matrix_ref, vnni, MatrixKernels, QuantMatrix, XStage};
+use strata::kernels::vnni::{self, Isa};
+use strata::kernels::{matrix_ref, MatrixKernels, QuantMatrix, XStage};
 use strata::model::actq::ActQ;
 use strata::quant::type_id;
 use support::matrix::*;
@@ -40,19 +41,50 @@ const GROUPS: &[(usize, &[usize])] = &[
 /// rounding per block and the f32 sum over blocks (measured: about 1e-15).
 const BOUND: f64 = 1e-12;
 
+// One test per ISA, each building that ISA's seven modules once (the decode rows' check, then
+// the prompt rows' on the same kernels).
 #[test]
-fn int_dot_matches_reference() {
-    let (ctx, q, mut k) = setup();
-    if let Some(why) = vnni::unsupported(&ctx) {
-        // an explicit, visible refusal, not a silent pass: this machine cannot run the kernel
-        let e = k.set_int_dot(true).expect_err("refused where unsupported");
+fn int_dot_matches_reference_avx512_vnni() {
+    if matches_reference(Isa::Avx512Vnni) {
+        prompt_rows_match_reference(Isa::Avx512Vnni);
+    }
+}
+
+#[test]
+fn int_dot_matches_reference_avx2() {
+    if matches_reference(Isa::Avx2) {
+        prompt_rows_match_reference(Isa::Avx2);
+        isas_agree_bitwise();
+    }
+}
+
+/// Turns the integer-dot products on in `isa`, or where this machine cannot run it checks the
+/// refusal (explicit and visible, not a silent pass) and returns false.
+fn turn_on(ctx: &strata::sycl::Context, k: &mut MatrixKernels, isa: Isa) -> bool {
+    if let Some(why) = vnni::unsupported_isa(ctx, isa) {
+        let e = k
+            .set_int_dot_isa(Some(isa))
+            .expect_err("refused where unsupported");
         assert!(e.to_string().contains("STRATA_VNNI"), "{e}");
-        println!("integer-dot kernel not runnable here ({why}); checked the refusal only");
-        return;
+        println!(
+            "{} kernel not runnable here ({why}); checked the refusal only",
+            isa.label()
+        );
+        return false;
+    }
+    k.set_int_dot_isa(Some(isa)).unwrap();
+    assert_eq!(k.int_dot_isa(), Some(isa));
+    true
+}
+
+/// The decode rows' checks in `isa`; false where it cannot run here (the refusal checked).
+fn matches_reference(isa: Isa) -> bool {
+    let (ctx, q, mut k) = setup();
+    if !turn_on(&ctx, &mut k, isa) {
+        return false;
     }
     let aq = ActQ::new(&ctx).unwrap();
     let plain = MatrixKernels::new(&ctx);
-    k.set_int_dot(true).unwrap();
     assert!(k.int_dot() && !plain.int_dot());
     let mut rng = rng(0x766e6e69);
     {
@@ -181,25 +213,21 @@ fn int_dot_matches_reference() {
             "{name}: the flag did not change the kernel"
         );
         println!(
-            "{name}: integer-dot products within nmse {worst:.2e} of the f64 reference (bound \
+            "{name} {}: integer-dot products within nmse {worst:.2e} of the f64 reference (bound \
              {BOUND:.0e}; the default float kernel: {worst_default:.2e}), T = 1..8, \
-             single/grouped/residual"
+             single/grouped/residual",
+            isa.label()
         );
     }
+    true
 }
 
 /// The prompt's rows (t > 8, `MatrixKernels::mul_staged` with x staged for all of them): blocks
 /// of 8 columns in one launch and the rest in another, against the f64 reference, and the first
 /// 8 rows bitwise the 8-row decode call's (each column's arithmetic does not depend on t).
-#[test]
-fn int_dot_prompt_rows_match_reference() {
+fn prompt_rows_match_reference(isa: Isa) {
     let (ctx, q, mut k) = setup();
-    if vnni::unsupported(&ctx).is_some() {
-        assert!(k.set_int_dot(true).is_err());
-        println!("integer-dot kernel not runnable here; checked the refusal only");
-        return;
-    }
-    k.set_int_dot(true).unwrap();
+    assert!(turn_on(&ctx, &mut k, isa));
     let aq = ActQ::new(&ctx).unwrap();
     let mut rng = rng(0x77696465);
     for &(name, tid) in FORMATS_VNNI {
@@ -244,6 +272,59 @@ fn int_dot_prompt_rows_match_reference() {
                 );
             }
         }
-        println!("{name}: prompt rows t = 9, 16, 37 within nmse {worst:.2e}; first 8 rows bitwise the decode call's");
+        println!(
+            "{name} {}: prompt rows t = 9, 16, 37 within nmse {worst:.2e}; first 8 rows bitwise \
+             the decode call's",
+            isa.label()
+        );
     }
+}
+
+/// The two ISAs' kernels give the same bits: the integer sums are exact in both and everything
+/// after them is the same code. Every format, decode and prompt row counts.
+fn isas_agree_bitwise() {
+    let (ctx, q, mut k2) = setup();
+    let mut k512 = MatrixKernels::new(&ctx);
+    if let Some(why) = vnni::unsupported_isa(&ctx, Isa::Avx512Vnni) {
+        println!("AVX-512 VNNI not runnable here ({why}): no cross-ISA comparison");
+        return;
+    }
+    k2.set_int_dot_isa(Some(Isa::Avx2)).unwrap();
+    k512.set_int_dot_isa(Some(Isa::Avx512Vnni)).unwrap();
+    let aq = ActQ::new(&ctx).unwrap();
+    let mut rng = rng(0x69736173);
+    let mut n = 0;
+    for &(name, tid) in FORMATS_VNNI {
+        let block = vnni::stage_block(tid).unwrap();
+        let (n_out, n_in) = (200, 1024); // a partial last tile
+        let wb = weights(&mut rng, tid, n_out, n_in);
+        let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
+        for t in [1, 5, 8, 21] {
+            let xd = q.upload(&values(&mut rng, t * n_in)).unwrap();
+            let xq = q.alloc::<f32>(t * n_in).unwrap();
+            let stb = q.alloc::<f32>(XStage::floats(t * n_in)).unwrap();
+            let st = match block {
+                32 => XStage::with_records(&stb, t * n_in).unwrap(),
+                _ => XStage::new_k(&stb, t * n_in).unwrap(),
+            };
+            aq.run_staged(&q, &xd, &xq, t * n_in, st).unwrap();
+            let (mut y2, mut y512) = (
+                q.alloc::<f32>(t * n_out).unwrap(),
+                q.alloc::<f32>(t * n_out).unwrap(),
+            );
+            k2.mul_staged(&q, &w.view(), &xq, Some(st), &mut y2, t)
+                .unwrap();
+            k512.mul_staged(&q, &w.view(), &xq, Some(st), &mut y512, t)
+                .unwrap();
+            let (a, b) = (q.to_vec(&y2).unwrap(), q.to_vec(&y512).unwrap());
+            let differ = a.iter().zip(&b).filter(|(x, y)| x.to_bits() != y.to_bits());
+            assert_eq!(
+                differ.count(),
+                0,
+                "{name} t {t}: avx2 and avx512-vnni differ"
+            );
+            n += a.len();
+        }
+    }
+    println!("avx2 and avx512-vnni kernels: {n} outputs, 0 bits differ");
 }

@@ -44,6 +44,9 @@ struct Out {
     runtime_root: String,
     platforms: Vec<PlatformOut>,
     cpu_split: Option<Vec<DeviceInfo>>,
+    /// The form `STRATA_VNNI=1` runs in on the default device ("avx512-vnni", "avx2"), or why
+    /// it cannot run there (engine/kernels/vnni.rs).
+    int_dot: String,
     kernel_build: Option<BuildOut>,
 }
 
@@ -55,6 +58,7 @@ pub fn run(args: Args) -> Result<()> {
         runtime_root: sycl::runtime::BUILT_ROOT.to_string(),
         platforms: Vec::new(),
         cpu_split: None,
+        int_dot: String::new(),
         kernel_build: None,
     };
     for p in &platforms {
@@ -80,21 +84,34 @@ pub fn run(args: Args) -> Result<()> {
             .with_context(|| format!("splitting the CPU device into {n}"))?;
         out.cpu_split = Some(subs.iter().map(|d| d.info()).collect::<Result<_, _>>()?);
     }
+    out.int_dot = {
+        let dev = sycl::default_device()?;
+        let ctx = sycl::Context::new(std::slice::from_ref(&dev))?;
+        match strata::kernels::vnni::isa(&ctx) {
+            Ok(isa) => isa.label().to_string(),
+            Err(why) => format!("cannot run: {why}"),
+        }
+    };
     if args.build_kernels {
         let dev = sycl::default_device()?;
         let ctx = sycl::Context::new(std::slice::from_ref(&dev))?;
         let t = Instant::now();
         let mut modules = Vec::new();
-        let on_cpu = dev.info()?.device_type == sycl::DeviceType::Cpu;
+        // x86 assembly, in the ISA this CPU has: the CPU device's only (engine/kernels/vnni.rs)
+        let vnni_isa = strata::kernels::vnni::isa(&ctx).ok();
         for src in sycl::kernels::ALL {
-            if src.name == sycl::kernels::MMVQ_VNNI.name && !on_cpu {
-                continue; // x86 assembly: the CPU device's only (engine/kernels/vnni.rs)
+            let mut opts: Vec<&str> = Vec::new();
+            if src.name == sycl::kernels::MMVQ_VNNI.name {
+                match vnni_isa {
+                    Some(isa) => opts.extend(isa.option()),
+                    None => continue,
+                }
             }
-            let m = ctx.module(src, &[])?;
+            let m = ctx.module(src, &opts)?;
             // `module` already rebuilt a cold module from the cached IR (which stores the device
             // binary later processes hit; docs/sycl.md); this build, bypassing the in-process
             // map, shows what a warm start pays for it.
-            let again = ctx.build(src.name, src.text, &[])?;
+            let again = ctx.build(src.name, src.text, &opts)?;
             modules.push((
                 src.name.to_string(),
                 m.build_time().as_secs_f64(),
@@ -128,6 +145,7 @@ pub fn run(args: Args) -> Result<()> {
             print_device(&format!("  card {i}"), d);
         }
     }
+    println!("STRATA_VNNI integer-dot products: {}", out.int_dot);
     if let Some(b) = &out.kernel_build {
         println!("kernel modules built on {}:", b.device);
         for (name, first, again) in &b.modules {

@@ -27,7 +27,7 @@ pub const KNOWN: &[FlagInfo] = &[
     },
     FlagInfo {
         name: "STRATA_VNNI",
-        description: "integer-dot (AVX-512 VNNI) decode mat-vecs on the CPU device, 4/5/6-bit",
+        description: "integer-dot (AVX-512 VNNI / AVX2) mat-vecs on the CPU device, 4/5/6-bit",
     },
 ];
 

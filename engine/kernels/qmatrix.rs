@@ -3,6 +3,7 @@
 //! the errors of both families. Launchers: `mmvq.rs` (T <= 8), `matmul.rs` (any T).
 
 use super::matmul_tile::MatmulTile;
+use super::vnni;
 use crate::quant::{self, type_id, QuantError};
 use crate::sycl::kernels::{MATMUL, MMVQ, MMVQ_KTILED, MMVQ_TILED, MMVQ_VNNI};
 use crate::sycl::{Context, DeviceBuffer, Kernel, Store, SyclError};
@@ -238,8 +239,9 @@ pub struct MatrixKernels {
     ctx: Context,
     built: Mutex<HashMap<(u32, Family), Arc<Kernel>>>,
     matmul_tile: MatmulTile,
-    /// the decode products of Q4_0/Q4_1/Q5_0/Q5_1 with a staged x use `mmvq_vnni.cpp`
-    int_dot: bool,
+    /// the products of the formats `vnni::supported` takes, with a staged x, use
+    /// `mmvq_vnni.cpp` in this ISA (None: off)
+    int_dot: Option<vnni::Isa>,
 }
 
 impl MatrixKernels {
@@ -254,7 +256,7 @@ impl MatrixKernels {
             ctx: ctx.clone(),
             built: Mutex::new(HashMap::new()),
             matmul_tile,
-            int_dot: false,
+            int_dot: None,
         }
     }
 
@@ -262,20 +264,41 @@ impl MatrixKernels {
         self.matmul_tile
     }
 
-    /// Turns the integer-dot decode products (vnni.rs) on or off; refused, naming why, where
-    /// they cannot run. Off by default: the engine turns them on for `STRATA_VNNI=1`.
+    /// Turns the integer-dot products (vnni.rs) on, in the best ISA this CPU has (`vnni::isa`),
+    /// or off; refused, naming why, where they cannot run. Off by default: the engine turns them
+    /// on for `STRATA_VNNI=1`.
     pub fn set_int_dot(&mut self, on: bool) -> Result<()> {
-        if on {
-            if let Some(why) = super::vnni::unsupported(&self.ctx) {
-                return Err(super::vnni::refused(why));
+        if !on {
+            return self.set_int_dot_isa(None);
+        }
+        let isa = vnni::isa(&self.ctx).map_err(vnni::refused)?;
+        self.set_int_dot_isa(Some(isa))
+    }
+
+    /// Turns the integer-dot products on in a given ISA (tests and benchmarks compare them), or
+    /// off; refused, naming why, where that ISA cannot run.
+    pub fn set_int_dot_isa(&mut self, isa: Option<vnni::Isa>) -> Result<()> {
+        if let Some(i) = isa {
+            if let Some(why) = vnni::unsupported_isa(&self.ctx, i) {
+                return Err(vnni::refused(why));
             }
         }
-        self.int_dot = on;
+        if isa != self.int_dot {
+            // the kernels built for the other ISA go
+            let mut map = self.built.lock().unwrap_or_else(|p| p.into_inner());
+            map.retain(|(_, f), _| !matches!(f, Family::MmvqVnni(_)));
+        }
+        self.int_dot = isa;
         Ok(())
     }
 
-    /// Whether the integer-dot decode products are on.
+    /// Whether the integer-dot products are on.
     pub fn int_dot(&self) -> bool {
+        self.int_dot.is_some()
+    }
+
+    /// The ISA of the integer-dot products, when on.
+    pub fn int_dot_isa(&self) -> Option<vnni::Isa> {
         self.int_dot
     }
 
@@ -292,7 +315,7 @@ impl MatrixKernels {
                 // now rather than inside the first generated token's time
                 self.kernel(t, Family::MmvqTiledPre(1), "prepare")?;
             }
-            if self.int_dot && super::vnni::supported(t) {
+            if self.int_dot() && vnni::supported(t) {
                 self.kernel(t, Family::MmvqVnni(1), "prepare")?;
             }
             if super::ktiled::supported(t) {
@@ -336,6 +359,9 @@ impl MatrixKernels {
         }
         if matches!(family, Family::MmvqTiledPre(_)) {
             opts.push("-DCFG_XS_PRE");
+        }
+        if let (Family::MmvqVnni(_), Some(isa)) = (family, self.int_dot) {
+            opts.extend(isa.option());
         }
         let k = Arc::new(self.ctx.module(src, &opts)?.kernel(&kname)?);
         map.insert((type_id, family), k.clone());

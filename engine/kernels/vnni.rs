@@ -1,13 +1,14 @@
 //! The opt-in integer-dot decode products (`sycl/kernels/mmvq_vnni.cpp`, `STRATA_VNNI=1`): the
 //! tiled layout of `tiled.rs` times x as the 8-bit integers its rounding made (the stage's
-//! integer records, `xstage.rs`), with AVX-512 VNNI `vpdpbusd` through inline assembly. For
-//! Q4_0, Q4_1, Q5_0 and Q5_1 at 1..=8 columns, when x comes staged.
+//! integer records, `xstage.rs`), with AVX-512 VNNI `vpdpbusd` through inline assembly, or on a
+//! CPU without it, AVX2's `vpmaddubsw` + `vpmaddwd` (`Isa`). For Q4_0, Q4_1, Q5_0, Q5_1 (records
+//! of 32) and Q4_K, Q5_K, Q6_K (records of 256), when x comes staged, at any number of columns.
 //!
 //! Not bitwise the default float kernel (the block's integer sum is exact and rounded once), so it
 //! is off unless asked for, and the default path is untouched (docs/flags.md). x86 assembly: it
-//! runs only where every device of the context is the OpenCL CPU device and this CPU has
-//! AVX-512 VNNI; a GPU keeps `mmvq_tiled.cpp`. Reference: `qmatrix::matrix_ref` (f64), checked by
-//! `tests/kernels_mmvq.rs`.
+//! runs only where every device of the context is the OpenCL CPU device and this CPU has AVX2 at
+//! least; a GPU keeps `mmvq_tiled.cpp`. Reference: `qmatrix::matrix_ref` (f64), checked by
+//! `tests/kernels_vnni.rs`.
 
 use super::qmatrix::MatrixError;
 use crate::quant::type_id;
@@ -26,18 +27,98 @@ pub fn requested() -> bool {
     *LATCH.get_or_init(|| std::env::var(VNNI_ENV).is_ok_and(|v| v == "1"))
 }
 
-/// Why `ctx` cannot run the integer-dot kernel, or None when it can: every device the CPU
-/// device, and this CPU with AVX-512 F, BW and VNNI.
-pub fn unsupported(ctx: &Context) -> Option<String> {
-    #[cfg(target_arch = "x86_64")]
-    let cpu_ok = std::arch::is_x86_feature_detected!("avx512f")
-        && std::arch::is_x86_feature_detected!("avx512bw")
-        && std::arch::is_x86_feature_detected!("avx512vnni");
-    #[cfg(not(target_arch = "x86_64"))]
-    let cpu_ok = false;
-    if !cpu_ok {
-        return Some("this CPU has no AVX-512 VNNI".into());
+/// The instructions the kernel's integer dot products are written in (one build option each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Isa {
+    /// `vpdpbusd` on 512-bit vectors: 4 u8 x s8 products summed per 32-bit lane, one instruction
+    Avx512Vnni,
+    /// `vpmaddubsw` + `vpmaddwd` + `vpaddd` on 256-bit vectors (`-DCFG_VNNI_AVX2`)
+    Avx2,
+}
+
+impl Isa {
+    pub fn label(self) -> &'static str {
+        match self {
+            Isa::Avx512Vnni => "avx512-vnni",
+            Isa::Avx2 => "avx2",
+        }
     }
+
+    /// The kernel source's build option for this ISA.
+    pub fn option(self) -> Option<&'static str> {
+        match self {
+            Isa::Avx512Vnni => None,
+            Isa::Avx2 => Some("-DCFG_VNNI_AVX2"),
+        }
+    }
+
+    /// Why the CPU device cannot run this ISA's kernel, or None. The device compiles for this
+    /// CPU unless `CL_CONFIG_CPU_TARGET_ARCH` names another target: then only a `core-avx2`
+    /// target takes the AVX2 form, and the AVX-512 one is not offered.
+    pub fn unsupported_here(self) -> Option<String> {
+        let target = std::env::var("CL_CONFIG_CPU_TARGET_ARCH").ok();
+        match (self, target.as_deref()) {
+            (Isa::Avx512Vnni, Some(t)) => Some(format!(
+                "CL_CONFIG_CPU_TARGET_ARCH={t}: not an AVX-512 VNNI target"
+            )),
+            (Isa::Avx2, Some(t)) if !t.contains("avx2") => {
+                Some(format!("CL_CONFIG_CPU_TARGET_ARCH={t}: not an AVX2 target"))
+            }
+            (Isa::Avx512Vnni, None) if !cpu_has(&["avx512f", "avx512bw", "avx512vnni"]) => {
+                Some("this CPU has no AVX-512 VNNI".into())
+            }
+            (Isa::Avx2, _) if !cpu_has(&["avx2"]) => Some("this CPU has no AVX2".into()),
+            _ => None,
+        }
+    }
+}
+
+/// Whether this CPU has every one of `features` (x86 names as `is_x86_feature_detected!`).
+fn cpu_has(features: &[&str]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        features.iter().all(|f| match *f {
+            "avx2" => std::arch::is_x86_feature_detected!("avx2"),
+            "avx512f" => std::arch::is_x86_feature_detected!("avx512f"),
+            "avx512bw" => std::arch::is_x86_feature_detected!("avx512bw"),
+            "avx512vnni" => std::arch::is_x86_feature_detected!("avx512vnni"),
+            _ => false,
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = features;
+        false
+    }
+}
+
+/// The ISA the kernel runs in on `ctx`: AVX-512 VNNI where the CPU has it, else AVX2; or why
+/// neither can run.
+pub fn isa(ctx: &Context) -> Result<Isa, String> {
+    if let Some(why) = not_cpu_device(ctx) {
+        return Err(why);
+    }
+    match Isa::Avx512Vnni.unsupported_here() {
+        None => Ok(Isa::Avx512Vnni),
+        Some(why512) => match Isa::Avx2.unsupported_here() {
+            None => Ok(Isa::Avx2),
+            Some(why2) => Err(format!("{why512}; {why2}")),
+        },
+    }
+}
+
+/// Why `ctx` cannot run the integer-dot kernel in any ISA, or None when it can (`isa`).
+pub fn unsupported(ctx: &Context) -> Option<String> {
+    isa(ctx).err()
+}
+
+/// Why `ctx` cannot run `isa`'s kernel, or None when it can.
+pub fn unsupported_isa(ctx: &Context, isa: Isa) -> Option<String> {
+    not_cpu_device(ctx).or_else(|| isa.unsupported_here())
+}
+
+/// Some device of `ctx` that is not the CPU device, named, or None.
+fn not_cpu_device(ctx: &Context) -> Option<String> {
     for d in ctx.devices() {
         match d.info() {
             Ok(i) if i.device_type == DeviceType::Cpu => {}

@@ -762,7 +762,8 @@ impl Engine {
         // the reason where they cannot run)
         if crate::kernels::vnni::requested() {
             mat.set_int_dot(true)?;
-            tracing::info!("integer-dot decode products on (STRATA_VNNI=1)");
+            let isa = mat.int_dot_isa().map_or("?", |i| i.label());
+            tracing::info!(isa, "integer-dot products on (STRATA_VNNI=1)");
         }
         let kernels = Kernels {
             mat,

@@ -90,6 +90,29 @@ typedef int v16i_u __attribute__((ext_vector_type(16), aligned(4)));
 typedef float v16f_u __attribute__((ext_vector_type(16), aligned(4)));
 typedef short v16s_u __attribute__((ext_vector_type(16), aligned(2)));
 
+#if defined(CFG_VNNI_AVX2)
+// AVX2, no VNNI (-DCFG_VNNI_AVX2, vnni::Isa::Avx2): the same sums in three instructions per
+// 8 lanes. vpmaddubsw multiplies the unsigned bytes of w by the signed bytes of x and adds
+// adjacent pairs into int16 (saturating, never reached here: |2 * 63 * 127| < 32767, the
+// largest weight q is Q6_K's 63 and |x q| <= 127), vpmaddwd by 1 adds the int16 pairs into the
+// int32 lanes. The 512-bit vectors of the code around it are two ymm halves on an AVX2 target.
+typedef int v8i __attribute__((ext_vector_type(8)));
+static inline v8i dp8(v8i acc, v8i w, v8i xb) {
+  const v8i ones = 0x00010001; // int16 lanes of 1
+  v8i r, p;
+  asm("vpmaddubsw %3, %4, %1\n\t"
+      "vpmaddwd %5, %1, %1\n\t"
+      "vpaddd %1, %2, %0"
+      : "=&v"(r), "=&v"(p)
+      : "v"(acc), "v"(xb), "v"(w), "v"(ones));
+  return r;
+}
+static inline v16i dpbusd(v16i acc, v16i w, const int *x) {
+  const v8i xb = *x; // x's 4 bytes in every lane
+  const v8i lo = dp8(acc.lo, w.lo, xb), hi = dp8(acc.hi, w.hi, xb);
+  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+#else
 // acc + per lane the sum of the four products (unsigned byte k of w) * (signed byte k of *x).
 // Early-clobber output tied to acc by "0": a plain "+v" came out of the SPIR-V round trip untied
 // (the compiler gave acc and w one register).
@@ -98,6 +121,7 @@ static inline v16i dpbusd(v16i acc, v16i w, const int *x) {
   asm("vpdpbusd (%3)%{1to16%}, %2, %0" : "=&v"(r) : "0"(acc), "v"(w), "r"(x));
   return r;
 }
+#endif
 
 static inline v16f load_f16(const uint8_t *p) {
   return __builtin_convertvector(__builtin_bit_cast(v16h, *(const v16s_u *)p), v16f);
