@@ -47,6 +47,7 @@ const BOUND: f64 = 1e-12;
 fn int_dot_matches_reference_avx512_vnni() {
     if matches_reference(Isa::Avx512Vnni) {
         prompt_rows_match_reference(Isa::Avx512Vnni);
+        extremes_do_not_overflow(Isa::Avx512Vnni);
     }
 }
 
@@ -54,6 +55,7 @@ fn int_dot_matches_reference_avx512_vnni() {
 fn int_dot_matches_reference_avx2() {
     if matches_reference(Isa::Avx2) {
         prompt_rows_match_reference(Isa::Avx2);
+        extremes_do_not_overflow(Isa::Avx2);
         isas_agree_bitwise();
     }
 }
@@ -327,4 +329,69 @@ fn isas_agree_bitwise() {
         }
     }
     println!("avx2 and avx512-vnni kernels: {n} outputs, 0 bits differ");
+}
+
+/// Every weight q of `w` (GGUF blocks of `tid`) set to its largest value: the q bytes (and the
+/// 5th / high bits) all ones, the scales left as quantized.
+fn saturate(tid: u32, w: &mut [u8]) {
+    // (block bytes, q byte range in the block)
+    let (bytes, q) = match tid {
+        type_id::Q4_0 => (18, 2..18),
+        type_id::Q4_1 => (20, 4..20),
+        type_id::Q5_0 => (22, 2..22),
+        type_id::Q5_1 => (24, 4..24),
+        type_id::Q4_K => (144, 16..144),
+        type_id::Q5_K => (176, 16..176),
+        type_id::Q6_K => (210, 0..192),
+        _ => unreachable!("FORMATS_VNNI lists these only"),
+    };
+    for blk in w.chunks_exact_mut(bytes) {
+        blk[q.clone()].fill(0xFF);
+    }
+}
+
+/// The largest sums the kernels' integer arithmetic meets: every weight q at its maximum (Q6_K's
+/// 63, the 5-bit formats' 31) times x's q all +127 or all -127 (a constant x, each sign). The
+/// AVX2 form adds two words' int16 pair sums before widening (|4 * 63 * 127| = 32004 < 32767):
+/// a saturated int16 would show here as an error far past the bound.
+fn extremes_do_not_overflow(isa: Isa) {
+    let (ctx, q, mut k) = setup();
+    assert!(turn_on(&ctx, &mut k, isa));
+    let aq = ActQ::new(&ctx).unwrap();
+    let mut rng = rng(0x73617475);
+    for &(name, tid) in FORMATS_VNNI {
+        let block = vnni::stage_block(tid).unwrap();
+        let (n_out, n_in) = (48, 1024);
+        let mut wb = weights(&mut rng, tid, n_out, n_in);
+        saturate(tid, &mut wb);
+        let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
+        let mut worst = 0f64;
+        for (t, sign) in [(1, 1.0f32), (1, -1.0), (5, 1.0), (8, -1.0)] {
+            let x = vec![0.75 * sign; t * n_in];
+            let xd = q.upload(&x).unwrap();
+            let xq = q.alloc::<f32>(t * n_in).unwrap();
+            let stb = q.alloc::<f32>(XStage::floats(t * n_in)).unwrap();
+            let st = match block {
+                32 => XStage::with_records(&stb, t * n_in).unwrap(),
+                _ => XStage::new_k(&stb, t * n_in).unwrap(),
+            };
+            aq.run_staged(&q, &xd, &xq, t * n_in, st).unwrap();
+            let mut y = q.alloc::<f32>(t * n_out).unwrap();
+            k.mul_staged(&q, &w.view(), &xq, Some(st), &mut y, t)
+                .unwrap();
+            let xh = q.to_vec(&xq).unwrap();
+            let want = matrix_ref(tid, &wb, n_out, n_in, &xh, t).unwrap();
+            let e = nmse(&q.to_vec(&y).unwrap(), &want);
+            assert!(
+                e < BOUND,
+                "{name} {} t {t} x {sign}: nmse {e:.3e}",
+                isa.label()
+            );
+            worst = worst.max(e);
+        }
+        println!(
+            "{name} {}: every q at its maximum, x at +-127: nmse {worst:.2e}",
+            isa.label()
+        );
+    }
 }
