@@ -17,6 +17,7 @@ const FORMATS_VNNI: &[(&str, u32)] = &[
     ("Q4_1", type_id::Q4_1),
     ("Q5_0", type_id::Q5_0),
     ("Q5_1", type_id::Q5_1),
+    ("Q8_0", type_id::Q8_0),
     ("Q4_K", type_id::Q4_K),
     ("Q5_K", type_id::Q5_K),
     ("Q6_K", type_id::Q6_K),
@@ -331,9 +332,15 @@ fn isas_agree_bitwise() {
     println!("avx2 and avx512-vnni kernels: {n} outputs, 0 bits differ");
 }
 
-/// Every weight q of `w` (GGUF blocks of `tid`) set to its largest value: the q bytes (and the
-/// 5th / high bits) all ones, the scales left as quantized.
+/// Every weight q of `w` (GGUF blocks of `tid`) set to its largest magnitude: the q bytes (and
+/// the 5th / high bits) all ones, Q8_0's -128; the scales left as quantized.
 fn saturate(tid: u32, w: &mut [u8]) {
+    if tid == type_id::Q8_0 {
+        for blk in w.chunks_exact_mut(34) {
+            blk[2..].fill(0x80);
+        }
+        return;
+    }
     // (block bytes, q byte range in the block)
     let (bytes, q) = match tid {
         type_id::Q4_0 => (18, 2..18),
@@ -351,9 +358,10 @@ fn saturate(tid: u32, w: &mut [u8]) {
 }
 
 /// The largest sums the kernels' integer arithmetic meets: every weight q at its maximum (Q6_K's
-/// 63, the 5-bit formats' 31) times x's q all +127 or all -127 (a constant x, each sign). The
-/// AVX2 form adds two words' int16 pair sums before widening (|4 * 63 * 127| = 32004 < 32767):
-/// a saturated int16 would show here as an error far past the bound.
+/// 63, the 5-bit formats' 31, Q8_0's -128) times x's q all +127 or all -127 (a constant x, each
+/// sign). The AVX2 form adds two words' int16 pair sums before widening (|4 * 63 * 127| = 32004
+/// < 32767; Q8_0 one word, |2 * 128 * 127| = 32512): a saturated int16 would show here as an
+/// error far past the bound.
 fn extremes_do_not_overflow(isa: Isa) {
     let (ctx, q, mut k) = setup();
     assert!(turn_on(&ctx, &mut k, isa));

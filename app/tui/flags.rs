@@ -27,13 +27,13 @@ pub const KNOWN: &[FlagInfo] = &[
     },
     FlagInfo {
         name: "STRATA_VNNI",
-        description: "integer-dot (AVX-512 VNNI / AVX2) mat-vecs on the CPU device, 4/5/6-bit",
+        description: "integer-dot (AVX-512 VNNI / AVX2) mat-vecs on the CPU device, 4/5/6/8-bit",
     },
 ];
 
 const KREG_TYPES: &[&str] = &["Q4_K", "Q5_K", "Q6_K", "IQ4_XS"];
 /// The formats the integer-dot kernels take (engine/kernels/vnni.rs).
-const VNNI_TYPES: &[&str] = &["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"];
+const VNNI_TYPES: &[&str] = &["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K"];
 
 pub fn is_known(name: &str) -> bool {
     KNOWN.iter().any(|f| f.name == name)
@@ -113,7 +113,7 @@ mod tests {
         assert!(applies("STRATA_VNNI", Some(&dense), &off).is_ok());
         assert!(applies("STRATA_VNNI", Some(&hc), &off).is_ok());
         assert!(
-            applies("STRATA_VNNI", Some(&model(false, &["Q8_0", "F16"])), &off)
+            applies("STRATA_VNNI", Some(&model(false, &["IQ4_XS", "F16"])), &off)
                 .unwrap_err()
                 .contains("Q4_1")
         );

@@ -1,8 +1,9 @@
 //! The opt-in integer-dot decode products (`sycl/kernels/mmvq_vnni.cpp`, `STRATA_VNNI=1`): the
 //! tiled layout of `tiled.rs` times x as the 8-bit integers its rounding made (the stage's
 //! integer records, `xstage.rs`), with AVX-512 VNNI `vpdpbusd` through inline assembly, or on a
-//! CPU without it, AVX2's `vpmaddubsw` + `vpmaddwd` (`Isa`). For Q4_0, Q4_1, Q5_0, Q5_1 (records
-//! of 32) and Q4_K, Q5_K, Q6_K (records of 256), when x comes staged, at any number of columns.
+//! CPU without it, AVX2's `vpmaddubsw` + `vpmaddwd` (`Isa`). For Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
+//! (records of 32) and Q4_K, Q5_K, Q6_K (records of 256), when x comes staged, at any number of
+//! columns.
 //!
 //! Not bitwise the default float kernel (the block's integer sum is exact and rounded once), so it
 //! is off unless asked for, and the default path is untouched (docs/flags.md). x86 assembly: it
@@ -139,7 +140,7 @@ pub fn supported(t: u32) -> bool {
 /// stage's integer records) or 256 (x rounded as Q8_K, the K stage, xstage.rs).
 pub fn stage_block(t: u32) -> Option<usize> {
     match t {
-        type_id::Q4_0 | type_id::Q4_1 | type_id::Q5_0 | type_id::Q5_1 => Some(32),
+        type_id::Q4_0 | type_id::Q4_1 | type_id::Q5_0 | type_id::Q5_1 | type_id::Q8_0 => Some(32),
         type_id::Q4_K | type_id::Q5_K | type_id::Q6_K => Some(256),
         _ => None,
     }

@@ -102,9 +102,13 @@ impl Kernels {
         // widest input; with None the products stage x themselves: the same bits either way
         match m {
             ActRound::Q8Block32 => {
-                let read = ws
-                    .iter()
-                    .any(|w| w.tiled.is_some() && tiled::reads_stage(w.type_id));
+                // (Q8_0 reads no stage in the float kernels, only in the integer-dot ones)
+                let int_dot = self.mat.int_dot();
+                let read = ws.iter().any(|w| {
+                    w.tiled.is_some()
+                        && (tiled::reads_stage(w.type_id)
+                            || (int_dot && vnni::stage_block(w.type_id) == Some(32)))
+                });
                 // the integer records only for the integer-dot products (the default path
                 // neither writes nor reads them)
                 let make = if self.mat.int_dot() {
@@ -165,6 +169,30 @@ impl Kernels {
             self.mat.mul(q, w, xq, y, t)?;
         }
         Ok(())
+    }
+
+    /// `mul` for a product whose input no fused kernel rounds (the output head): with the
+    /// integer-dot products on (STRATA_VNNI=1) the rounding also stages x into `xst`
+    /// (`unfused_stage`), so the product takes them; otherwise exactly `mul`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn mul_staging(
+        &self,
+        q: &Queue,
+        w: &WeightView,
+        x: &DeviceBuffer<f32>,     // (t, n_in)
+        xq: &DeviceBuffer<f32>,    // (>= t * n_in) rounding scratch
+        xst: &DeviceBuffer<f32>,   // Scratch::xst
+        y: &mut DeviceBuffer<f32>, // (t, n_out)
+        t: usize,
+    ) -> Result<(), EngineError> {
+        match self.unfused_stage(xst, w, t, w.n_in) {
+            Some(st) => {
+                self.actq.run_staged(q, x, xq, t * w.n_in, st)?;
+                self.mat.mul_staged(q, w, xq, Some(st), y, t)?;
+                Ok(())
+            }
+            None => self.mul(q, w, x, xq, y, t),
+        }
     }
 }
 
@@ -1095,7 +1123,7 @@ impl Engine {
                     .copy_from_slice(&all[r * c.n_embd..(r + 1) * c.n_embd]);
             }
             q.upload_prefix(sel, &rows)?;
-            k.mul(q, &head, sel, &s.xq, logits, n)?;
+            k.mul_staging(q, &head, sel, &s.xq, &s.xst, logits, n)?;
             let l = q.to_vec_prefix(logits, n * c.n_vocab)?;
             push_rows(&l, c.n_vocab, group, p0, out)?;
         }
@@ -1246,7 +1274,7 @@ impl StageStep<'_> {
             } else {
                 &mut s.logits
             };
-            k.mul(q, &self.weights.head(c), &s.h, &s.xq, logits, n)?;
+            k.mul_staging(q, &self.weights.head(c), &s.h, &s.xq, &s.xst, logits, n)?;
         }
         Ok(())
     }

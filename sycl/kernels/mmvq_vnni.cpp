@@ -1,10 +1,10 @@
 // mmvq_vnni: the tiled decode products (mmvq_tiled.cpp's and mmvq_ktiled.cpp's weights, tiled.rs's
 // and ktiled.rs's layouts) with 8-bit integer dot products, x taken as the 8-bit integers its
-// rounding made (xstage.hpp's records). One -DCFG_FMT_<type> of Q4_0, Q4_1, Q5_0, Q5_1 (x rounded
-// in blocks of 32, Q8_0) or Q4_K, Q5_K, Q6_K (blocks of 256, Q8_K):
+// rounding made (xstage.hpp's records). One -DCFG_FMT_<type> of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (x
+// rounded in blocks of 32, Q8_0) or Q4_K, Q5_K, Q6_K (blocks of 256, Q8_K):
 //   blocks of 32:  y[t, o] = sum_b d_w[o, b] d_x[t, b] (sum_e q_w q_x) + m[o, b] sx[t, b]
 //     the unsigned q of the 4/5-bit formats, m their min (Q4_1, Q5_1) or -8 d / -16 d (Q4_0 /
-//     Q5_0), sx the block sums of x;
+//     Q5_0), sx the block sums of x; Q8_0: q + 128, m = -128 d;
 //   K-quants:      y[t, o] = sum_b d_x[t, b] (d (sum_s sc_s sum_e q_w q_x) - dmin sum_s m_s bsum_s)
 //     (Q4_K, Q5_K: 8 sub-blocks s of 32, 6-bit scale and min) or
 //                  y[t, o] = sum_b d_x[t, b] d sum_g sc_g (sum_e q_w q_x - 32 bsum_g)
@@ -65,12 +65,21 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 #define BLOCK_BYTES 22
 #define HAS_M 0
 #define HAS_QH 1
+#elif defined(CFG_FMT_Q8_0)
+// signed q in byte planes (tiled.rs): plane e = element e of the 16 rows
+#define BLOCK_BYTES 34
+#define HAS_M 0
+#define HAS_QH 0
+#define Q8 1
 #else
 // Q5_1 (also what a tool building every source with no options gets)
 #define CFG_FMT_Q5_1
 #define BLOCK_BYTES 24
 #define HAS_M 1
 #define HAS_QH 1
+#endif
+#ifndef Q8
+#define Q8 0
 #endif
 #define REC (TILE * BLOCK_BYTES)
 #define OFF_M (2 * TILE)
@@ -84,6 +93,8 @@ typedef int v16i __attribute__((ext_vector_type(16)));
 typedef float v16f __attribute__((ext_vector_type(16)));
 typedef _Float16 v16h __attribute__((ext_vector_type(16)));
 typedef short v16s __attribute__((ext_vector_type(16)));
+typedef char v64c __attribute__((ext_vector_type(64)));
+typedef char v64c_u __attribute__((ext_vector_type(64), aligned(1)));
 // the same vectors at the alignment of their elements (the records are 64-byte aligned only
 // for some formats, the outputs at any row)
 typedef int v16i_u __attribute__((ext_vector_type(16), aligned(4)));
@@ -132,6 +143,27 @@ static inline v16i dpbusd2(v16i acc, v16i w0, const int *x0, v16i w1, const int 
   const v8i a = *x0, b = *x1;
   return join(dp8x2(acc.lo, w0.lo, a, w1.lo, b), dp8x2(acc.hi, w0.hi, a, w1.hi, b));
 }
+// Q8_0's signed weights: |w| times x with w's sign (vpsignb), so the int16 pair sums stay
+// within |2 * 128 * 127| = 32512 (q + 128 would reach 2 * 255 * 127); one word at a time.
+// "x", not "v": vpsignb has no EVEX form, so its registers must be xmm/ymm 0-15 (with "v" an
+// AVX-512 machine gave it ymm16+ and the results were garbage).
+static inline v8i dps8(v8i acc, v8i w, v8i xb) {
+  const v8i ones = 0x00010001;
+  v8i r, p, sx;
+  asm("vpsignb %5, %4, %2\n\t"
+      "vpabsb %5, %1\n\t"
+      "vpmaddubsw %2, %1, %1\n\t"
+      "vpmaddwd %6, %1, %1\n\t"
+      "vpaddd %1, %3, %0"
+      : "=&x"(r), "=&x"(p), "=&x"(sx)
+      : "x"(acc), "x"(xb), "x"(w), "x"(ones));
+  return r;
+}
+// sum of the signed products (signed byte k of w) * (signed byte k of *x), two words
+static inline v16i dpbssd2(v16i acc, v16i w0, const int *x0, v16i w1, const int *x1) {
+  const v8i a = *x0, b = *x1;
+  return join(dps8(dps8(acc.lo, w0.lo, a), w1.lo, b), dps8(dps8(acc.hi, w0.hi, a), w1.hi, b));
+}
 #else
 // acc + per lane the sum of the four products (unsigned byte k of w) * (signed byte k of *x).
 // Early-clobber output tied to acc by "0": a plain "+v" came out of the SPIR-V round trip untied
@@ -168,6 +200,13 @@ static inline void kv_store(float *y, const float *res, v16f v, size_t row0, int
 }
 
 #if !KQ
+// the block's dot product of two words at a time
+#if Q8 && defined(CFG_VNNI_AVX2)
+#define DOT2 dpbssd2
+#else
+#define DOT2 dpbusd2
+#endif
+
 // The product for a compile-time column count TT on one tile (row0 = its first row).
 // xr: the integer records (TT rows of nb), sx: the block sums (TT, nb).
 template <int TT>
@@ -181,11 +220,30 @@ static inline void kv_run(const uint8_t *w, size_t row0, const uint8_t *xr, cons
     // the 32 unsigned q of the block, as 8 vectors of 4 bytes per row: words j (elements
     // 4j .. 4j+3, low nibbles) and 4 + j (elements 16+4j .., high nibbles)
     v16i q[8];
+#if Q8
+    // Q8_0: word j = elements 4j .. 4j+3 = byte planes 4j .. 4j+3 transposed (a constant byte
+    // shuffle: one vpermb where the CPU has AVX-512 VBMI); for vpdpbusd made unsigned by q + 128
+    // (xor 0x80), taken off as m = -128 d times the block sum; the AVX2 form keeps them signed
+    // (dpbssd2) and adds 128 sum_e q_x back in integers
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const v64c p = *(const v64c_u *)(w + OFF_QS + 64 * j);
+      const v64c tq = __builtin_shufflevector(
+          p, p, 0, 16, 32, 48, 1, 17, 33, 49, 2, 18, 34, 50, 3, 19, 35, 51, 4, 20, 36, 52, 5, 21,
+          37, 53, 6, 22, 38, 54, 7, 23, 39, 55, 8, 24, 40, 56, 9, 25, 41, 57, 10, 26, 42, 58, 11,
+          27, 43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63);
+#if defined(CFG_VNNI_AVX2)
+      q[j] = __builtin_bit_cast(v16i, tq); // signed: dpbssd2
+#else
+      q[j] = __builtin_bit_cast(v16i, tq) ^ (int)0x80808080;
+#endif
+    }
+#endif
 #if HAS_QH
     const v16i qh = *(const v16i_u *)(w + OFF_QH);
 #endif
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < 4 * !Q8; ++j) {
       const v16i wq = *(const v16i_u *)(w + OFF_QS + 64 * j);
       q[j] = wq & lo_mask;
       q[4 + j] = (wq >> 4) & lo_mask;
@@ -198,6 +256,8 @@ static inline void kv_run(const uint8_t *w, size_t row0, const uint8_t *xr, cons
     const v16f d = load_f16(w);
 #if HAS_M
     const v16f m = load_f16(w + OFF_M);
+#elif Q8
+    const v16f m = -128.0f * d; // q + 128 in the integer sum, as Q4_0's q + 8 with -8 d
 #elif HAS_QH
     const v16f m = -16.0f * d;
 #else
@@ -211,11 +271,20 @@ static inline void kv_run(const uint8_t *w, size_t row0, const uint8_t *xr, cons
       v16i s0 = 0, s1 = 0;
 #pragma unroll
       for (int j = 0; j < 4; j += 2) {
-        s0 = dpbusd2(s0, q[j], xq + j, q[j + 1], xq + j + 1);
-        s1 = dpbusd2(s1, q[4 + j], xq + 4 + j, q[5 + j], xq + 5 + j);
+        s0 = DOT2(s0, q[j], xq + j, q[j + 1], xq + j + 1);
+        s1 = DOT2(s1, q[4 + j], xq + 4 + j, q[5 + j], xq + 5 + j);
       }
       const float dx = *(const float *)(xb + 32);
+#if Q8 && defined(CFG_VNNI_AVX2)
+      // the signed sum plus 128 sum_e q_x: the VNNI form's unsigned sum, so the same bits.
+      // sum_e q_x exactly: the stage's block sum is dx * sum_e q_x, exact in f32 (32 multiples
+      // of dx below 2^12 dx), so the quotient is that integer (dx = 0: an all-zero block)
+      const float sxb = sx[(size_t)t * nb + ib];
+      const int sq = dx != 0.0f ? (int)sycl::rint(sxb / dx) : 0;
+      const v16f s = __builtin_convertvector(s0 + s1 + 128 * sq, v16f);
+#else
       const v16f s = __builtin_convertvector(s0 + s1, v16f);
+#endif
       acc[t] += (d * dx) * s + m * sx[(size_t)t * nb + ib];
     }
   }
