@@ -33,7 +33,9 @@ pub const KNOWN: &[FlagInfo] = &[
 
 const KREG_TYPES: &[&str] = &["Q4_K", "Q5_K", "Q6_K", "IQ4_XS"];
 /// The formats the integer-dot kernels take (engine/kernels/vnni.rs).
-const VNNI_TYPES: &[&str] = &["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K"];
+const VNNI_TYPES: &[&str] = &[
+    "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K",
+];
 
 pub fn is_known(name: &str) -> bool {
     KNOWN.iter().any(|f| f.name == name)
