@@ -10,6 +10,7 @@ use strata::kernels::vnni::{self, Isa};
 use strata::kernels::{matrix_ref, MatrixKernels, QuantMatrix, XStage};
 use strata::model::actq::ActQ;
 use strata::quant::type_id;
+use strata::sycl::{DeviceBuffer, Queue};
 use support::matrix::*;
 
 const FORMATS_VNNI: &[(&str, u32)] = &[
@@ -129,10 +130,7 @@ fn matches_reference(isa: Isa) -> bool {
             let xq = q.alloc::<f32>(8 * n_in).unwrap();
             let stb = q.alloc::<f32>(XStage::floats(8 * n_in)).unwrap();
             // x rounded as the engine rounds it for the format: Q8_0 or Q8_K blocks
-            let stage = |n: usize| match block {
-                32 => XStage::with_records(&stb, n).unwrap(),
-                _ => XStage::new_k(&stb, n).unwrap(),
-            };
+            let stage = |n: usize| stage_of(&stb, block, n);
             let n0 = n_outs[0];
             let res = values(&mut rng, 8 * n0);
             // per matrix: the last column of each t-column call, t = 1..8
@@ -247,10 +245,7 @@ fn prompt_rows_match_reference(isa: Isa) {
             let xd = q.upload(&values(&mut rng, T_MAX * n_in)).unwrap();
             let xq = q.alloc::<f32>(T_MAX * n_in).unwrap();
             let stb = q.alloc::<f32>(XStage::floats(T_MAX * n_in)).unwrap();
-            let stage = |n: usize| match block {
-                32 => XStage::with_records(&stb, n).unwrap(),
-                _ => XStage::new_k(&stb, n).unwrap(),
-            };
+            let stage = |n: usize| stage_of(&stb, block, n);
             // the 8-row decode call on the first 8 rows
             let st8 = stage(8 * n_in);
             aq.run_staged(&q, &xd, &xq, 8 * n_in, st8).unwrap();
@@ -303,14 +298,8 @@ fn isas_agree_bitwise() {
         let wb = weights(&mut rng, tid, n_out, n_in);
         let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
         for t in [1, 5, 8, 21] {
-            let xd = q.upload(&values(&mut rng, t * n_in)).unwrap();
-            let xq = q.alloc::<f32>(t * n_in).unwrap();
-            let stb = q.alloc::<f32>(XStage::floats(t * n_in)).unwrap();
-            let st = match block {
-                32 => XStage::with_records(&stb, t * n_in).unwrap(),
-                _ => XStage::new_k(&stb, t * n_in).unwrap(),
-            };
-            aq.run_staged(&q, &xd, &xq, t * n_in, st).unwrap();
+            let (xq, stb) = round_staged(&q, &aq, &values(&mut rng, t * n_in), block);
+            let st = stage_of(&stb, block, t * n_in);
             let (mut y2, mut y512) = (
                 q.alloc::<f32>(t * n_out).unwrap(),
                 q.alloc::<f32>(t * n_out).unwrap(),
@@ -375,15 +364,8 @@ fn extremes_do_not_overflow(isa: Isa) {
         let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
         let mut worst = 0f64;
         for (t, sign) in [(1, 1.0f32), (1, -1.0), (5, 1.0), (8, -1.0)] {
-            let x = vec![0.75 * sign; t * n_in];
-            let xd = q.upload(&x).unwrap();
-            let xq = q.alloc::<f32>(t * n_in).unwrap();
-            let stb = q.alloc::<f32>(XStage::floats(t * n_in)).unwrap();
-            let st = match block {
-                32 => XStage::with_records(&stb, t * n_in).unwrap(),
-                _ => XStage::new_k(&stb, t * n_in).unwrap(),
-            };
-            aq.run_staged(&q, &xd, &xq, t * n_in, st).unwrap();
+            let (xq, stb) = round_staged(&q, &aq, &vec![0.75 * sign; t * n_in], block);
+            let st = stage_of(&stb, block, t * n_in);
             let mut y = q.alloc::<f32>(t * n_out).unwrap();
             k.mul_staged(&q, &w.view(), &xq, Some(st), &mut y, t)
                 .unwrap();
@@ -402,4 +384,30 @@ fn extremes_do_not_overflow(isa: Isa) {
             isa.label()
         );
     }
+}
+
+/// The stage in `stb` of `n` elements rounded in blocks of `block`, as the engine makes it with
+/// the flag on: blocks of 32 with the integer records, blocks of 256 (records only).
+fn stage_of(stb: &DeviceBuffer<f32>, block: usize, n: usize) -> XStage<'_> {
+    match block {
+        32 => XStage::with_records(stb, n).unwrap(),
+        _ => XStage::new_k(stb, n).unwrap(),
+    }
+}
+
+/// `x` rounded and staged for a format of rounding `block` (`ActQ::run_staged`): the rounded x
+/// and the stage buffer (read with `stage_of`).
+fn round_staged(
+    q: &Queue,
+    aq: &ActQ,
+    x: &[f32],
+    block: usize,
+) -> (DeviceBuffer<f32>, DeviceBuffer<f32>) {
+    let n = x.len();
+    let xd = q.upload(x).unwrap();
+    let xq = q.alloc::<f32>(n).unwrap();
+    let stb = q.alloc::<f32>(XStage::floats(n)).unwrap();
+    aq.run_staged(q, &xd, &xq, n, stage_of(&stb, block, n))
+        .unwrap();
+    (xq, stb)
 }
