@@ -234,7 +234,7 @@ fn prompt_rows_match_reference(isa: Isa) {
     for &(name, tid) in FORMATS_VNNI {
         let block = vnni::stage_block(tid).unwrap();
         let mut worst = 0f64;
-        for (n_out, n_in) in [(1536, 576), (640, 1024), (37, 512)] {
+        for (n_out, n_in) in [(1536, 576), (640, 1024), (37, 512), (256, 640)] {
             if n_in % block != 0 {
                 continue;
             }
