@@ -348,9 +348,9 @@ fn main() -> anyhow::Result<()> {
     println!("matmul tile: {}", k.matmul_tile().label());
     // the integer-dot kernel beside the default ones, where it can run
     let mut kv = MatrixKernels::with_matmul_tile(&ctx, k.matmul_tile());
-    let vnni_ok = match vnni::unsupported(&ctx) {
-        None => kv.set_int_dot(true).is_ok(),
-        Some(why) => {
+    let vnni_ok = match kv.set_int_dot(true) {
+        Ok(()) => true,
+        Err(why) => {
             println!("no vnni rows: {why}");
             false
         }

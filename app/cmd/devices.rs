@@ -84,27 +84,23 @@ pub fn run(args: Args) -> Result<()> {
             .with_context(|| format!("splitting the CPU device into {n}"))?;
         out.cpu_split = Some(subs.iter().map(|d| d.info()).collect::<Result<_, _>>()?);
     }
-    out.int_dot = {
-        let dev = sycl::default_device()?;
-        let ctx = sycl::Context::new(std::slice::from_ref(&dev))?;
-        match strata::kernels::vnni::isa(&ctx) {
-            Ok(isa) => isa.label().to_string(),
-            Err(why) => format!("cannot run: {why}"),
-        }
+    let dev = sycl::default_device()?;
+    let ctx = sycl::Context::new(std::slice::from_ref(&dev))?;
+    // x86 assembly, in the ISA this CPU has: the CPU device's only (engine/kernels/vnni.rs)
+    let vnni_isa = strata::kernels::vnni::isa(&ctx);
+    out.int_dot = match &vnni_isa {
+        Ok(isa) => isa.label().to_string(),
+        Err(why) => format!("cannot run: {why}"),
     };
     if args.build_kernels {
-        let dev = sycl::default_device()?;
-        let ctx = sycl::Context::new(std::slice::from_ref(&dev))?;
         let t = Instant::now();
         let mut modules = Vec::new();
-        // x86 assembly, in the ISA this CPU has: the CPU device's only (engine/kernels/vnni.rs)
-        let vnni_isa = strata::kernels::vnni::isa(&ctx).ok();
         for src in sycl::kernels::ALL {
             let mut opts: Vec<&str> = Vec::new();
             if src.name == sycl::kernels::MMVQ_VNNI.name {
                 match vnni_isa {
-                    Some(isa) => opts.extend(isa.option()),
-                    None => continue,
+                    Ok(isa) => opts.extend(isa.option()),
+                    Err(_) => continue,
                 }
             }
             let m = ctx.module(src, &opts)?;

@@ -255,6 +255,7 @@ impl Attention {
                 Arg::i32(int(OP, "slices", slices)?),
             ],
         )?;
+        let [st_arg, rec_arg] = XStage::args(st);
         q.launch(
             &self.combine,
             NdRange::groups(t * n_head, 16),
@@ -262,8 +263,8 @@ impl Attention {
                 Arg::addr(part),
                 Arg::addr(pos),
                 Arg::addr(out),
-                XStage::args(st)[0],
-                XStage::args(st)[1],
+                st_arg,
+                rec_arg,
                 Arg::i32(int(OP, "n_head", n_head)?),
                 Arg::i32(int(OP, "n_ctx", n_ctx)?),
                 Arg::i32(int(OP, "window", window)?),

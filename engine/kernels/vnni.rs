@@ -56,7 +56,7 @@ impl Isa {
     /// Why the CPU device cannot run this ISA's kernel, or None. The device compiles for this
     /// CPU unless `CL_CONFIG_CPU_TARGET_ARCH` names another target: then only a `core-avx2`
     /// target takes the AVX2 form, and the AVX-512 one is not offered.
-    pub fn unsupported_here(self) -> Option<String> {
+    fn unsupported_here(self) -> Option<String> {
         let target = std::env::var("CL_CONFIG_CPU_TARGET_ARCH").ok();
         match (self, target.as_deref()) {
             (Isa::Avx512Vnni, Some(t)) => Some(format!(
@@ -65,30 +65,25 @@ impl Isa {
             (Isa::Avx2, Some(t)) if !t.contains("avx2") => {
                 Some(format!("CL_CONFIG_CPU_TARGET_ARCH={t}: not an AVX2 target"))
             }
-            (Isa::Avx512Vnni, None) if !cpu_has(&["avx512f", "avx512bw", "avx512vnni"]) => {
+            (Isa::Avx512Vnni, None) if !self.cpu_has() => {
                 Some("this CPU has no AVX-512 VNNI".into())
             }
-            (Isa::Avx2, _) if !cpu_has(&["avx2"]) => Some("this CPU has no AVX2".into()),
+            (Isa::Avx2, _) if !self.cpu_has() => Some("this CPU has no AVX2".into()),
             _ => None,
         }
     }
-}
 
-/// Whether this CPU has every one of `features` (x86 names as `is_x86_feature_detected!`).
-fn cpu_has(features: &[&str]) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        features.iter().all(|f| match *f {
-            "avx2" => std::arch::is_x86_feature_detected!("avx2"),
-            "avx512f" => std::arch::is_x86_feature_detected!("avx512f"),
-            "avx512bw" => std::arch::is_x86_feature_detected!("avx512bw"),
-            "avx512vnni" => std::arch::is_x86_feature_detected!("avx512vnni"),
-            _ => false,
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = features;
+    /// Whether this CPU has the instructions (AVX-512 F, BW and VNNI; AVX2).
+    fn cpu_has(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            match self {
+                Isa::Avx512Vnni => has!("avx512f") && has!("avx512bw") && has!("avx512vnni"),
+                Isa::Avx2 => has!("avx2"),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
         false
     }
 }
@@ -106,11 +101,6 @@ pub fn isa(ctx: &Context) -> Result<Isa, String> {
             Some(why2) => Err(format!("{why512}; {why2}")),
         },
     }
-}
-
-/// Why `ctx` cannot run the integer-dot kernel in any ISA, or None when it can (`isa`).
-pub fn unsupported(ctx: &Context) -> Option<String> {
-    isa(ctx).err()
 }
 
 /// Why `ctx` cannot run `isa`'s kernel, or None when it can.

@@ -107,11 +107,6 @@ impl<'a> XStage<'a> {
         })
     }
 
-    /// Whether the stage holds (or, given to a rounding kernel, gets) the integer records.
-    pub fn has_records(&self) -> bool {
-        self.records
-    }
-
     /// A blocks-of-32 rounding kernel's two arguments (the attention's combine takes them for
     /// every rounding): the stage's address and its records' (0 for none: not written).
     pub(crate) fn args(st: Option<XStage<'a>>) -> [Arg<'a>; 2] {

@@ -111,7 +111,7 @@ impl Kernels {
                 });
                 // the integer records only for the integer-dot products (the default path
                 // neither writes nor reads them)
-                let make = if self.mat.int_dot() {
+                let make = if int_dot {
                     XStage::with_records
                 } else {
                     XStage::new
@@ -134,8 +134,8 @@ impl Kernels {
     /// The stage an unfused rounding (`ActQ::run_staged`) of `t` rows of `n` writes for the
     /// product by `w`: only with the integer-dot products on (STRATA_VNNI=1), where the fused
     /// kernels do not serve: blocks of 256 (`fused_glu_round` takes only 32), the prompt's rows
-    /// (t > 8), the attention output when the prompt's attention does not round it.
-    pub fn unfused_stage<'a>(
+    /// (t > 8), the attention output when the prompt's attention does not round it, the head.
+    fn unfused_stage<'a>(
         &self,
         buf: &'a DeviceBuffer<f32>, // Scratch::xst
         w: &WeightView,
@@ -147,52 +147,53 @@ impl Kernels {
         on.then(|| self.stage(buf, m, &[w], t, n)).flatten()
     }
 
-    /// y = W x for `t` rows, x first rounded into `xq` per `ActRound::for_type` when enabled.
-    pub fn mul(
+    /// x rounded for `w` into `xq` per `ActRound::for_type` when rounding is on (else x itself),
+    /// and its stage in `xst` when the integer-dot products read one (`unfused_stage`; `xst`
+    /// None: never staged).
+    fn round_input<'a>(
         &self,
         q: &Queue,
         w: &WeightView,
-        x: &DeviceBuffer<f32>,     // (t, n_in)
-        xq: &DeviceBuffer<f32>,    // (>= t * n_in) rounding scratch
-        y: &mut DeviceBuffer<f32>, // (t, n_out)
+        x: &'a DeviceBuffer<f32>,           // (t, n_in)
+        xq: &'a DeviceBuffer<f32>,          // (>= t * n_in) rounding scratch
+        xst: Option<&'a DeviceBuffer<f32>>, // Scratch::xst
         t: usize,
-    ) -> Result<(), EngineError> {
+    ) -> Result<(&'a DeviceBuffer<f32>, Option<XStage<'a>>), EngineError> {
         let mode = if self.act_round {
             ActRound::for_type(w.type_id)
         } else {
             ActRound::None
         };
         if mode == ActRound::None {
-            self.mat.mul(q, w, x, y, t)?;
-        } else {
-            self.actq.run(q, mode, x, xq, t * w.n_in)?;
-            self.mat.mul(q, w, xq, y, t)?;
+            return Ok((x, None));
         }
-        Ok(())
+        let (n, st) = (
+            t * w.n_in,
+            xst.and_then(|b| self.unfused_stage(b, w, t, w.n_in)),
+        );
+        match st {
+            Some(st) => self.actq.run_staged(q, x, xq, n, st)?,
+            None => self.actq.run(q, mode, x, xq, n)?,
+        }
+        Ok((xq, st))
     }
 
-    /// `mul` for a product whose input no fused kernel rounds (the output head): with the
-    /// integer-dot products on (STRATA_VNNI=1) the rounding also stages x into `xst`
-    /// (`unfused_stage`), so the product takes them; otherwise exactly `mul`.
+    /// y = W x for `t` rows, x first rounded into `xq` (and staged into `xst` for the
+    /// integer-dot products, STRATA_VNNI=1) as `round_input` says.
     #[allow(clippy::too_many_arguments)]
-    pub fn mul_staging(
+    pub fn mul(
         &self,
         q: &Queue,
         w: &WeightView,
-        x: &DeviceBuffer<f32>,     // (t, n_in)
-        xq: &DeviceBuffer<f32>,    // (>= t * n_in) rounding scratch
-        xst: &DeviceBuffer<f32>,   // Scratch::xst
-        y: &mut DeviceBuffer<f32>, // (t, n_out)
+        x: &DeviceBuffer<f32>,           // (t, n_in)
+        xq: &DeviceBuffer<f32>,          // (>= t * n_in) rounding scratch
+        xst: Option<&DeviceBuffer<f32>>, // Scratch::xst, or None: never staged
+        y: &mut DeviceBuffer<f32>,       // (t, n_out)
         t: usize,
     ) -> Result<(), EngineError> {
-        match self.unfused_stage(xst, w, t, w.n_in) {
-            Some(st) => {
-                self.actq.run_staged(q, x, xq, t * w.n_in, st)?;
-                self.mat.mul_staged(q, w, xq, Some(st), y, t)?;
-                Ok(())
-            }
-            None => self.mul(q, w, x, xq, y, t),
-        }
+        let (input, st) = self.round_input(q, w, x, xq, xst, t)?;
+        self.mat.mul_staged(q, w, input, st, y, t)?;
+        Ok(())
     }
 }
 
@@ -223,7 +224,7 @@ impl Kernels {
         let n_in = first.0.n_in;
         if outs.iter().any(|(w, _)| mode(w) != m0 || w.n_in != n_in) {
             for (w, y) in outs.iter_mut() {
-                self.mul(q, w, x, xq, y, t)?;
+                self.mul(q, w, x, xq, None, y, t)?;
             }
             return Ok(());
         }
@@ -308,24 +309,15 @@ impl Kernels {
         &self,
         q: &Queue,
         w: &WeightView,
-        x: &DeviceBuffer<f32>,       // (t, n_in)
-        xq: &DeviceBuffer<f32>,      // (>= t * n_in) rounding scratch
-        tmp: &mut DeviceBuffer<f32>, // (>= t * n_out) product scratch of the fallback
-        y: &mut DeviceBuffer<f32>,   // (t, n_out) residual in, residual + W x out
+        x: &DeviceBuffer<f32>,           // (t, n_in)
+        xq: &DeviceBuffer<f32>,          // (>= t * n_in) rounding scratch
+        xst: Option<&DeviceBuffer<f32>>, // Scratch::xst, or None: never staged
+        tmp: &mut DeviceBuffer<f32>,     // (>= t * n_out) product scratch of the fallback
+        y: &mut DeviceBuffer<f32>,       // (t, n_out) residual in, residual + W x out
         t: usize,
     ) -> Result<(), EngineError> {
-        let mode = if self.act_round {
-            ActRound::for_type(w.type_id)
-        } else {
-            ActRound::None
-        };
-        let input = if mode == ActRound::None {
-            x
-        } else {
-            self.actq.run(q, mode, x, xq, t * w.n_in)?;
-            xq
-        };
-        self.mul_rounded_residual(q, w, input, None, tmp, y, t)
+        let (input, st) = self.round_input(q, w, x, xq, xst, t)?;
+        self.mul_rounded_residual(q, w, input, st, tmp, y, t)
     }
 
     /// `mul_residual` with the input already rounded for W (see `fused_round`), or f32 when
@@ -581,13 +573,8 @@ impl LayerCtx<'_> {
         let st = m.and_then(|m| k.stage(&s.xst, m, &[wo], self.t, c.n_head * c.head_dim));
         if self.rope_store_attend(s, qk_norm, m, st)? {
             k.mul_rounded(self.q, &s.xq, st, &mut [(wo, &mut s.o)], self.t)
-        } else if let Some(st) = k.unfused_stage(&s.xst, wo, self.t, c.n_head * c.head_dim) {
-            // the integer-dot products (STRATA_VNNI=1): the rounding stages its records
-            let n = self.t * c.n_head * c.head_dim;
-            k.actq.run_staged(self.q, &s.att, &s.xq, n, st)?;
-            k.mul_rounded(self.q, &s.xq, Some(st), &mut [(wo, &mut s.o)], self.t)
         } else {
-            k.mul(self.q, wo, &s.att, &s.xq, &mut s.o, self.t)
+            k.mul(self.q, wo, &s.att, &s.xq, Some(&s.xst), &mut s.o, self.t)
         }
     }
 }
@@ -1123,7 +1110,7 @@ impl Engine {
                     .copy_from_slice(&all[r * c.n_embd..(r + 1) * c.n_embd]);
             }
             q.upload_prefix(sel, &rows)?;
-            k.mul_staging(q, &head, sel, &s.xq, &s.xst, logits, n)?;
+            k.mul(q, &head, sel, &s.xq, Some(&s.xst), logits, n)?;
             let l = q.to_vec_prefix(logits, n * c.n_vocab)?;
             push_rows(&l, c.n_vocab, group, p0, out)?;
         }
@@ -1274,7 +1261,15 @@ impl StageStep<'_> {
             } else {
                 &mut s.logits
             };
-            k.mul_staging(q, &self.weights.head(c), &s.h, &s.xq, &s.xst, logits, n)?;
+            k.mul(
+                q,
+                &self.weights.head(c),
+                &s.h,
+                &s.xq,
+                Some(&s.xst),
+                logits,
+                n,
+            )?;
         }
         Ok(())
     }

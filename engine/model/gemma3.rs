@@ -60,14 +60,10 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
         k.glu_q8
             .run(q, Glu::GeluTanh, &s.gate, &s.up, &s.xq, n, m.block(), st)?;
         k.mul_rounded(q, &s.xq, st, &mut [(&wd, &mut s.o)], t)?;
-    } else if let Some(st) = k.unfused_stage(&s.xst, &wd, t, c.n_ff) {
-        // the integer-dot products (STRATA_VNNI=1): the rounding stages its records
-        k.act.gelu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
-        k.actq.run_staged(q, &s.gate, &s.xq, t * c.n_ff, st)?;
-        k.mul_rounded(q, &s.xq, Some(st), &mut [(&wd, &mut s.o)], t)?;
     } else {
+        // (with STRATA_VNNI=1 the rounding also stages the integer-dot products' records)
         k.act.gelu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
-        k.mul(q, &wd, &s.gate, &s.xq, &mut s.o, t)?;
+        k.mul(q, &wd, &s.gate, &s.xq, Some(&s.xst), &mut s.o, t)?;
     }
     k.norm.rms_norm_add(
         q,

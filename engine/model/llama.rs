@@ -43,14 +43,10 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
         k.glu_q8
             .run(q, Glu::Silu, &s.gate, &s.up, &s.xq, n, m.block(), st)?;
         k.mul_rounded_residual(q, &wd, &s.xq, st, &mut s.o, &mut s.x, t)?;
-    } else if let Some(st) = k.unfused_stage(&s.xst, &wd, t, c.n_ff) {
-        // the integer-dot products (STRATA_VNNI=1): the rounding stages its records
-        k.act.silu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
-        k.actq.run_staged(q, &s.gate, &s.xq, t * c.n_ff, st)?;
-        k.mul_rounded_residual(q, &wd, &s.xq, Some(st), &mut s.o, &mut s.x, t)?;
     } else {
+        // (with STRATA_VNNI=1 the rounding also stages the integer-dot products' records)
         k.act.silu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
-        k.mul_residual(q, &wd, &s.gate, &s.xq, &mut s.o, &mut s.x, t)?;
+        k.mul_residual(q, &wd, &s.gate, &s.xq, Some(&s.xst), &mut s.o, &mut s.x, t)?;
     }
     Ok(())
 }

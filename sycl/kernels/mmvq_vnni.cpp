@@ -102,26 +102,16 @@ typedef float v16f_u __attribute__((ext_vector_type(16), aligned(4)));
 typedef short v16s_u __attribute__((ext_vector_type(16), aligned(2)));
 
 #if defined(CFG_VNNI_AVX2)
-// AVX2, no VNNI (-DCFG_VNNI_AVX2, vnni::Isa::Avx2): the same sums in three instructions per
+// AVX2, no VNNI (-DCFG_VNNI_AVX2, vnni::Isa::Avx2): the same sums, two words at a time, per
 // 8 lanes. vpmaddubsw multiplies the unsigned bytes of w by the signed bytes of x and adds
-// adjacent pairs into int16 (saturating, never reached here: |2 * 63 * 127| < 32767, the
-// largest weight q is Q6_K's 63 and |x q| <= 127), vpmaddwd by 1 adds the int16 pairs into the
-// int32 lanes. The 512-bit vectors of the code around it are two ymm halves on an AVX2 target.
-// dpbusd2 takes two words at once: their int16 pair sums are added before the one vpmaddwd
-// (|4 * 63 * 127| = 32004 < 32767 still), 2.5 instructions a word instead of 3.
+// adjacent pairs into int16 (saturating, never reached: the largest weight q is Q6_K's 63 and
+// |x q| <= 127, so the two words' pair sums added before the one vpmaddwd stay within
+// |4 * 63 * 127| = 32004 < 32767), vpmaddwd by 1 adds the int16 pairs into the int32 lanes:
+// 2.5 instructions a word. The 512-bit vectors of the code around it are two ymm halves on an
+// AVX2 target.
 typedef int v8i __attribute__((ext_vector_type(8)));
-static inline v8i dp8(v8i acc, v8i w, v8i xb) {
-  const v8i ones = 0x00010001; // int16 lanes of 1
-  v8i r, p;
-  asm("vpmaddubsw %3, %4, %1\n\t"
-      "vpmaddwd %5, %1, %1\n\t"
-      "vpaddd %1, %2, %0"
-      : "=&v"(r), "=&v"(p)
-      : "v"(acc), "v"(xb), "v"(w), "v"(ones));
-  return r;
-}
 static inline v8i dp8x2(v8i acc, v8i w0, v8i x0, v8i w1, v8i x1) {
-  const v8i ones = 0x00010001;
+  const v8i ones = 0x00010001; // int16 lanes of 1
   v8i r, p, p1;
   asm("vpmaddubsw %4, %5, %1\n\t"
       "vpmaddubsw %6, %7, %2\n\t"
@@ -135,12 +125,8 @@ static inline v8i dp8x2(v8i acc, v8i w0, v8i x0, v8i w1, v8i x1) {
 static inline v16i join(v8i lo, v8i hi) {
   return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 }
-static inline v16i dpbusd(v16i acc, v16i w, const int *x) {
-  const v8i xb = *x; // x's 4 bytes in every lane
-  return join(dp8(acc.lo, w.lo, xb), dp8(acc.hi, w.hi, xb));
-}
 static inline v16i dpbusd2(v16i acc, v16i w0, const int *x0, v16i w1, const int *x1) {
-  const v8i a = *x0, b = *x1;
+  const v8i a = *x0, b = *x1; // x's 4 bytes in every lane
   return join(dp8x2(acc.lo, w0.lo, a, w1.lo, b), dp8x2(acc.hi, w0.hi, a, w1.hi, b));
 }
 // Q8_0's signed weights: |w| times x with w's sign (vpsignb), so the int16 pair sums stay
@@ -237,12 +223,12 @@ static inline void kv_run(const uint8_t *w, size_t row0, const uint8_t *xr, cons
       q[j] = __builtin_bit_cast(v16i, tq) ^ (int)0x80808080;
 #endif
     }
-#endif
+#else
 #if HAS_QH
     const v16i qh = *(const v16i_u *)(w + OFF_QH);
 #endif
 #pragma unroll
-    for (int j = 0; j < 4 * !Q8; ++j) {
+    for (int j = 0; j < 4; ++j) {
       const v16i wq = *(const v16i_u *)(w + OFF_QS + 64 * j);
       q[j] = wq & lo_mask;
       q[4 + j] = (wq >> 4) & lo_mask;
@@ -252,15 +238,14 @@ static inline void kv_run(const uint8_t *w, size_t row0, const uint8_t *xr, cons
       q[4 + j] |= (qh << (4 - j)) & 0x10101010;
 #endif
     }
+#endif
     const v16f d = load_f16(w);
 #if HAS_M
     const v16f m = load_f16(w + OFF_M);
-#elif Q8
-    const v16f m = 0.0f; // (unused: the integer sum is exact)
 #elif HAS_QH
     const v16f m = -16.0f * d;
-#else
-    const v16f m = -8.0f * d;
+#elif !Q8
+    const v16f m = -8.0f * d; // (Q8_0 has no offset: its integer sum is the signed one)
 #endif
 #pragma unroll
     for (int t = 0; t < TT; ++t) {
@@ -288,7 +273,6 @@ static inline void kv_run(const uint8_t *w, size_t row0, const uint8_t *xr, cons
 #endif
 #if Q8
       acc[t] += (d * dx) * s;
-      (void)m;
 #else
       acc[t] += (d * dx) * s + m * sx[(size_t)t * nb + ib];
 #endif
