@@ -43,7 +43,7 @@ enum Layout {
     Avx2,
     /// tiled weights, x staged by the kernel that rounded it (the engine's decode step)
     Staged,
-    /// tiled weights, the kernel staging x itself
+    /// tiled weights, the kernel staging x itself (t > 8: matmul on the tiled copy alone)
     Tiled,
     /// the GGUF bytes as they are
     Gguf,
@@ -435,7 +435,8 @@ fn main() -> anyhow::Result<()> {
             if tiled_ok && tiled::reads_stage(c.tid) {
                 layouts.push(Layout::Staged);
             }
-            if tiled_ok {
+            // (t > 8: matmul on the tiled copy alone, the engine's tiled-only load)
+            if mats[0].tiled.is_some() {
                 layouts.push(Layout::Tiled);
             }
             layouts.push(Layout::Gguf);
@@ -459,7 +460,12 @@ fn main() -> anyhow::Result<()> {
                         Layout::Vnni => kv.mul_staged(qq, &v, &xq, Some(st), y, t),
                         Layout::Avx2 => k2.mul_staged(qq, &v, &xq, Some(st), y, t),
                         Layout::Staged => k.mmvq_staged(qq, &v, &xq, Some(st), y, t),
-                        Layout::Tiled => k.mul(qq, &v, &x, y, t),
+                        Layout::Tiled => {
+                            if t > 8 {
+                                v.buf = None; // matmul rebuilds the blocks from the tiled copy
+                            }
+                            k.mul(qq, &v, &x, y, t)
+                        }
                         Layout::Gguf => {
                             v.tiled = None;
                             k.mul(qq, &v, &x, y, t)

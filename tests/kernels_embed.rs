@@ -1,4 +1,5 @@
-//! Embedding parity: the SYCL row fetch vs the f64 reference, Q8_0 / F16 / F32, real model dims.
+//! Embedding parity: the SYCL row fetch vs the f64 reference, Q8_0 / F16 / F32, real model dims;
+//! the Q8_0 fetch from the tied head's tiled copy bitwise the fetch from the GGUF bytes.
 mod kernels_common;
 use kernels_common::*;
 use rand::Rng;
@@ -13,7 +14,7 @@ fn random_tensor(
     let mut w = Vec::new();
     for _ in 0..n_vocab {
         match ty {
-            EmbedType::Q8_0 => {
+            EmbedType::Q8_0 | EmbedType::Q8_0Tiled => {
                 for _ in 0..n_embd / 32 {
                     let d = half::f16::from_f32(rng.gen_range(0.0005f32..0.05));
                     w.extend_from_slice(&d.to_le_bytes());
@@ -96,4 +97,60 @@ fn embed_bad_ids_are_caught() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("token_embd"), "{e}");
+}
+
+#[test]
+fn embed_from_the_tiled_copy_is_bitwise_the_gguf_read() {
+    let (ctx, q) = setup();
+    let k = Embed::new(&ctx).unwrap();
+    let mut rng = rng("embed_tiled");
+    // n_vocab not a multiple of 16 (a padded last tile), every row of the last tile fetched
+    for (n_vocab, n_embd, scale) in [(1001usize, 640usize, (640f32).sqrt()), (77, 576, 1.0)] {
+        let w = random_tensor(&mut rng, EmbedType::Q8_0, n_vocab, n_embd);
+        let tiled = strata::kernels::repack(strata::quant::type_id::Q8_0, &w, n_vocab, n_embd)
+            .expect("Q8_0 has a tiled form");
+        let mut ids: Vec<i32> = (0..40).map(|_| rng.gen_range(0..n_vocab as i32)).collect();
+        ids.extend((n_vocab / 16 * 16..n_vocab).map(|i| i as i32));
+        let t = ids.len();
+        let idd = q.upload(&ids).unwrap();
+        let run = |bytes: &[u8], ty: EmbedType| {
+            let wd = q.upload(bytes).unwrap();
+            let out = q.alloc::<f32>(t * n_embd).unwrap();
+            k.run(&q, &wd, ty, n_vocab, n_embd, &idd, t, &out, scale)
+                .unwrap();
+            q.to_vec(&out).unwrap()
+        };
+        let (a, b) = (run(&w, EmbedType::Q8_0), run(&tiled, EmbedType::Q8_0Tiled));
+        let differ = a
+            .iter()
+            .zip(&b)
+            .filter(|(x, y)| x.to_bits() != y.to_bits())
+            .count();
+        println!("embed tiled vs GGUF, vocab {n_vocab} n_embd {n_embd}: {t} rows, {differ} of {} values differ", a.len());
+        assert_eq!(differ, 0);
+        check_nmse(
+            "embed Q8_0Tiled",
+            &b,
+            &embed::reference(&w, EmbedType::Q8_0, n_embd, &ids, scale),
+            1e-7,
+        );
+        // the GGUF-sized buffer is too short for the tiled table: an error naming it
+        let short = q.upload(&w[..w.len() - 34]).unwrap();
+        let out = q.alloc::<f32>(t * n_embd).unwrap();
+        let e = k
+            .run(
+                &q,
+                &short,
+                EmbedType::Q8_0Tiled,
+                n_vocab,
+                n_embd,
+                &idd,
+                t,
+                &out,
+                scale,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("token_embd"), "{e}");
+    }
 }

@@ -104,7 +104,7 @@ fn row_offsets_and_weight_offsets_address_the_right_data() {
     let wb = weights(&mut rng, tid, n_out, n_in);
     let both = q.upload(&[wa.clone(), wb.clone()].concat()).unwrap();
     let second = WeightView {
-        buf: &both,
+        buf: Some(&both),
         offset: wa.len(),
         type_id: tid,
         n_out,
@@ -169,4 +169,71 @@ fn matmul_tiles_agree_bitwise() {
             );
         }
     }
+}
+
+#[test]
+fn matmul_on_the_tiled_copy_is_bitwise_the_gguf_read() {
+    // The engine keeps only the tiled copy of the formats that have one (model/weights.rs):
+    // matmul then rebuilds each row's GGUF blocks from it (sycl/kernels/untile.hpp) before the
+    // same decode, so it must give the bits of the GGUF read, with both register tiles. Odd
+    // n_out leaves a padded tile and a partial work-group; n_in > CFG_KC = 1024 rebuilds a row
+    // chunk by chunk.
+    use strata::kernels::{repacked_bytes, MatmulTile, MatrixKernels};
+    let (ctx, q, _k) = setup();
+    let tiles = [MatmulTile::WIDE, MatmulTile::NARROW];
+    let kernels: Vec<MatrixKernels> = tiles
+        .iter()
+        .map(|&t| MatrixKernels::with_matmul_tile(&ctx, t))
+        .collect();
+    let mut rng = rng(0x7173);
+    let cases: &[(usize, usize, usize)] = &[(1536, 576, 9), (45, 2304, 37), (17, 1280, 20)];
+    let mut tested = 0;
+    for &(name, tid) in FORMATS {
+        for &(n_out, n_in, t) in cases {
+            if !fits(tid, n_in) || repacked_bytes(tid, n_out, n_in).is_none() {
+                continue;
+            }
+            let p = product(&mut rng, &q, name, tid, n_out, n_in, t);
+            let only = QuantMatrix::upload_for(&q, name, tid, n_out, n_in, &p.wb, false).unwrap();
+            assert!(
+                only.buf.is_none() && only.tiled.is_some(),
+                "{name}: tiled only"
+            );
+            assert!(
+                only.device_bytes() < p.w.device_bytes(),
+                "{name}: less memory"
+            );
+            for (k, tile) in kernels.iter().zip(tiles) {
+                let a = run_matmul(k, &q, &p, t);
+                let mut y = q.alloc::<f32>(t * n_out).unwrap();
+                k.matmul(&q, &only.view(), &p.xd, &mut y, t).unwrap();
+                let b = q.to_vec(&y).unwrap();
+                let differ = bits_differ(&a, &b);
+                println!(
+                    "matmul {name:6} ({n_out:4}, {n_in:4}) T={t:2} tile {}: tiled copy vs GGUF: {differ} of {} values differ",
+                    tile.label(),
+                    a.len()
+                );
+                assert_eq!(differ, 0, "{name} ({n_out}, {n_in}) T={t}");
+                // and against the f64 reference (a wrong rebuild of a zero byte could hide)
+                let reference = matrix_ref(tid, &p.wb, n_out, n_in, &p.x, t).unwrap();
+                assert!(nmse(&b, &reference) < BOUND, "{name}: reference");
+            }
+            tested += 1;
+        }
+    }
+    assert!(
+        tested >= 8 * 2,
+        "every tiled format at two shapes or more: {tested}"
+    );
+    // a kernel that reads only GGUF bytes refuses the tiled-only matrix, naming why
+    let tid = strata::quant::type_id::Q4_K;
+    let wb = weights(&mut rng, tid, 32, 256);
+    let only =
+        QuantMatrix::upload_for(&q, "blk.0.attn_q.weight", tid, 32, 256, &wb, false).unwrap();
+    let e = only.view().gguf("mmvq").unwrap_err().to_string();
+    assert!(
+        e.contains("only the tiled copy") && e.contains("Q4_K"),
+        "{e}"
+    );
 }

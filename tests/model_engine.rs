@@ -22,6 +22,7 @@ fn engine(g: &Gguf, act_round: bool, n_ctx: usize, chunk: usize) -> Engine {
             n_ctx,
             chunk,
             act_round,
+            keep_gguf: false,
         },
     )
     .expect("engine load")

@@ -21,6 +21,7 @@ const OPTS: EngineOptions = EngineOptions {
     // 16-row chunks: the prompt runs as matmul chunks plus an mmvq tail, each crossing cards.
     chunk: 16,
     act_round: true,
+    keep_gguf: false,
 };
 
 fn open(name: &str, env: &str) -> (Gguf, Tokenizer) {

@@ -57,6 +57,7 @@ impl EngineArgs {
             n_ctx: self.ctx,
             chunk: self.chunk,
             act_round: !self.f32_act,
+            keep_gguf: false, // (STRATA_KEEP_GGUF=1 still applies)
         };
         if self.layer_split.is_some() && self.split_cpu == 0 {
             anyhow::bail!("--layer-split needs --split-cpu N");

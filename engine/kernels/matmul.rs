@@ -45,13 +45,18 @@ impl MatrixKernels {
         }
         check_act(what, "x", x, x_row0 + t, w.n_in)?;
         check_act(what, "y", y, y_row0 + t, w.n_out)?;
-        let k = self.kernel(w.type_id, Family::Matmul, what)?;
+        // the GGUF bytes when they are on the device, else the tiled copy: the same bits
+        let (family, wa) = match w.tiled {
+            Some(t) if w.buf.is_none() => (Family::MatmulTiled, Arg::buf(t)),
+            _ => (Family::Matmul, Arg::buf_at(w.gguf(what)?, w.offset)),
+        };
+        let k = self.kernel(w.type_id, family, what)?;
         let groups = w.n_out.div_ceil(self.matmul_tile().rows());
         q.launch(
             &k,
             NdRange::groups(groups, SG),
             &[
-                Arg::buf_at(w.buf, w.offset),
+                wa,
                 Arg::buf_at(x, x_row0 * w.n_in),
                 Arg::buf_at(y, y_row0 * w.n_out),
                 Arg::i32(w.n_in as i32),

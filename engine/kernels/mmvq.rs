@@ -97,7 +97,7 @@ impl MatrixKernels {
             &k,
             NdRange::groups(groups, MMVQ_ROWS_PER_GROUP * SG),
             &[
-                Arg::buf_at(w.buf, w.offset),
+                Arg::buf_at(w.gguf(what)?, w.offset),
                 Arg::buf_at(x, x_row0 * w.n_in),
                 Arg::buf_at(y, y_row0 * w.n_out),
                 Arg::i32(w.n_in as i32),

@@ -56,6 +56,12 @@ fn kreg_active() -> bool {
     }
 }
 
+/// Whether KREG is on (the flag or the test override) and reads `type_id`'s GGUF bytes: the
+/// model's load keeps them for it (model/weights.rs).
+pub fn reads_gguf(type_id: u32) -> bool {
+    kreg_active() && format(type_id).is_some()
+}
+
 /// The ggml types KREG covers, with their -DCFG_FMT_ name and the weight alignment it needs.
 fn format(type_id: u32) -> Option<(&'static str, usize)> {
     Some(match type_id {
@@ -194,7 +200,10 @@ pub fn kreg_declines(w: &WeightView) -> Option<String> {
     if w.n_in > KREG_MAX_N_IN {
         return Some(format!("n_in {} > {KREG_MAX_N_IN}", w.n_in));
     }
-    let addr = w.buf.as_ptr() as usize + w.offset;
+    let Some(buf) = w.buf else {
+        return Some("only the tiled copy is on the device".into());
+    };
+    let addr = buf.as_ptr() as usize + w.offset;
     if addr % align != 0 {
         return Some(format!(
             "{name} data at {addr:#x} is not {align}-byte aligned"
@@ -278,7 +287,7 @@ pub fn kreg_launch_at(
         &k,
         NdRange::groups(groups, g.nsg * SG),
         &[
-            Arg::buf_at(w.buf, w.offset),
+            Arg::buf_at(w.gguf("mmvq_kreg")?, w.offset),
             Arg::buf_at(x, x_row0 * w.n_in),
             Arg::buf_at(y, y_row0 * w.n_out),
             Arg::i32(w.n_in as i32),

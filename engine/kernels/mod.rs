@@ -13,7 +13,7 @@ pub mod xstage;
 
 pub use matmul_tile::MatmulTile;
 pub use qmatrix::{
-    matrix_ref, repack, Family, MatrixError, MatrixKernels, QuantMatrix, WeightView,
+    matrix_ref, repack, repacked_bytes, Family, MatrixError, MatrixKernels, QuantMatrix, WeightView,
 };
 pub use xstage::XStage;
 

@@ -68,12 +68,16 @@ pub fn kernel_block(type_id: u32) -> Result<(usize, usize)> {
     })
 }
 
-/// A weight matrix in device memory: GGUF bytes unchanged, shape (n_out, n_in), each row
-/// `n_in / block_elems` blocks. `offset` is in bytes into `buf` (a tensor inside a larger
-/// upload); it must keep 4-byte alignment (GGUF aligns tensor data to 32).
+/// A weight matrix in device memory, shape (n_out, n_in), each row `n_in / block_elems`
+/// blocks: its GGUF bytes unchanged and/or their tiled copy. `offset` is in bytes into `buf` (a
+/// tensor inside a larger upload); it must keep 4-byte alignment (GGUF aligns tensor data to 32).
 #[derive(Clone, Copy)]
 pub struct WeightView<'a> {
-    pub buf: &'a DeviceBuffer<u8>,
+    /// The GGUF bytes; None when only the tiled copy is on the device (the engine's default for
+    /// the formats that have one: `QuantMatrix::upload_for`), which every default-path kernel
+    /// reads: the decode products directly, the prompt's `matmul` by rebuilding the GGUF
+    /// blocks from it (sycl/kernels/untile.hpp), the same bits.
+    pub buf: Option<&'a DeviceBuffer<u8>>,
     pub offset: usize,
     pub type_id: u32,
     pub n_out: usize,
@@ -83,10 +87,28 @@ pub struct WeightView<'a> {
     pub tiled: Option<&'a DeviceBuffer<u8>>,
 }
 
-/// An owned weight matrix: one device buffer holding exactly the tensor's bytes, plus their
+impl<'a> WeightView<'a> {
+    /// The GGUF bytes, for the kernels that read only them (`what` names the caller); an error
+    /// when only the tiled copy was kept.
+    pub fn gguf(&self, what: &str) -> Result<&'a DeviceBuffer<u8>> {
+        self.buf.ok_or_else(|| MatrixError::Shape {
+            what: what.to_string(),
+            message: format!(
+                "({}, {}) {}: only the tiled copy is on the device and this kernel reads GGUF \
+                 bytes (load with STRATA_KEEP_GGUF=1 to keep them)",
+                self.n_out,
+                self.n_in,
+                quant::type_name(self.type_id).unwrap_or("?")
+            ),
+        })
+    }
+}
+
+/// An owned weight matrix: one device buffer holding exactly the tensor's bytes, and/or their
 /// tiled copy for the decode kernel when the format has one.
 pub struct QuantMatrix {
-    pub buf: DeviceBuffer<u8>,
+    /// None: dropped at upload, the tiled copy serves every default-path kernel (`upload_for`)
+    pub buf: Option<DeviceBuffer<u8>>,
     pub tiled: Option<DeviceBuffer<u8>>,
     pub type_id: u32,
     pub n_out: usize,
@@ -95,7 +117,8 @@ pub struct QuantMatrix {
 
 impl QuantMatrix {
     /// Uploads `bytes` (n_out, n_in) of ggml type `type_id` into `store` (a queue, or the model's
-    /// arena of huge-page blocks: sycl/arena.rs); `name` labels errors.
+    /// arena of huge-page blocks: sycl/arena.rs), and their tiled copy when the format has one;
+    /// `name` labels errors.
     pub fn upload(
         store: &impl Store,
         name: &str,
@@ -103,6 +126,21 @@ impl QuantMatrix {
         n_out: usize,
         n_in: usize,
         bytes: &[u8],
+    ) -> Result<QuantMatrix> {
+        QuantMatrix::upload_for(store, name, type_id, n_out, n_in, bytes, true)
+    }
+
+    /// `upload`, keeping the GGUF bytes on the device only if `keep_gguf` or the format has no
+    /// tiled copy: without them the matrix takes half the memory, and every default-path kernel
+    /// reads the tiled copy with the same results (the engine's load: model/weights.rs).
+    pub fn upload_for(
+        store: &impl Store,
+        name: &str,
+        type_id: u32,
+        n_out: usize,
+        n_in: usize,
+        bytes: &[u8],
+        keep_gguf: bool,
     ) -> Result<QuantMatrix> {
         let want = quant::bytes_for(type_id, n_out * n_in)?;
         if bytes.len() != want {
@@ -119,8 +157,12 @@ impl QuantMatrix {
             Some(t) => Some(store.put(&t)?),
             None => None,
         };
+        let buf = match keep_gguf || tiled.is_none() {
+            true => Some(store.put(bytes)?),
+            false => None,
+        };
         Ok(QuantMatrix {
-            buf: store.put(bytes)?,
+            buf,
             tiled,
             type_id,
             n_out,
@@ -130,7 +172,7 @@ impl QuantMatrix {
 
     pub fn view(&self) -> WeightView<'_> {
         WeightView {
-            buf: &self.buf,
+            buf: self.buf.as_ref(),
             offset: 0,
             type_id: self.type_id,
             n_out: self.n_out,
@@ -141,7 +183,7 @@ impl QuantMatrix {
 
     /// Device bytes held (GGUF bytes + tiled copy).
     pub fn device_bytes(&self) -> usize {
-        self.buf.len() + self.tiled.as_ref().map_or(0, |t| t.len())
+        self.buf.as_ref().map_or(0, |b| b.len()) + self.tiled.as_ref().map_or(0, |t| t.len())
     }
 }
 
@@ -150,6 +192,12 @@ impl QuantMatrix {
 pub fn repack(type_id: u32, w: &[u8], n_out: usize, n_in: usize) -> Option<Vec<u8>> {
     super::tiled::tile(type_id, w, n_out, n_in)
         .or_else(|| super::ktiled::tile(type_id, w, n_out, n_in))
+}
+
+/// Bytes of `repack`'s copy of an (n_out, n_in) matrix, None for a format without one.
+pub fn repacked_bytes(type_id: u32, n_out: usize, n_in: usize) -> Option<usize> {
+    super::tiled::tiled_bytes(type_id, n_out, n_in)
+        .or_else(|| super::ktiled::tiled_bytes(type_id, n_out, n_in))
 }
 
 impl WeightView<'_> {
@@ -179,14 +227,35 @@ impl WeightView<'_> {
             )));
         }
         let bytes = quant::bytes_for(self.type_id, self.n_out * self.n_in)?;
-        if self.offset % 4 != 0 || self.offset + bytes > self.buf.len() {
-            return Err(shape(format!(
-                "({}, {}) {name} needs {bytes} bytes at offset {} (4-aligned) of a {}-byte buffer",
-                self.n_out,
-                self.n_in,
-                self.offset,
-                self.buf.len()
-            )));
+        match (self.buf, self.tiled) {
+            (Some(buf), _) if self.offset % 4 != 0 || self.offset + bytes > buf.len() => {
+                return Err(shape(format!(
+                    "({}, {}) {name} needs {bytes} bytes at offset {} (4-aligned) of a {}-byte \
+                     buffer",
+                    self.n_out,
+                    self.n_in,
+                    self.offset,
+                    buf.len()
+                )));
+            }
+            (Some(_), _) => {}
+            (None, Some(t)) => {
+                let want = repacked_bytes(self.type_id, self.n_out, self.n_in);
+                if want != Some(t.len()) {
+                    return Err(shape(format!(
+                        "({}, {}) {name}: a tiled copy of {} bytes, expected {want:?}",
+                        self.n_out,
+                        self.n_in,
+                        t.len()
+                    )));
+                }
+            }
+            (None, None) => {
+                return Err(shape(format!(
+                    "({}, {}) {name}: neither GGUF bytes nor a tiled copy",
+                    self.n_out, self.n_in
+                )));
+            }
         }
         Ok(name)
     }
@@ -223,6 +292,8 @@ pub(crate) const SG: usize = 16;
 pub enum Family {
     Mmvq,
     Matmul,
+    /// matmul rebuilding the GGUF blocks from the tiled copy (`-DCFG_TILED`, untile.hpp)
+    MatmulTiled,
     /// mmvq on tiled weights (`mmvq_tiled.cpp`), one kernel per column count 1..=8
     MmvqTiled(u8),
     /// `MmvqTiled` reading a staged x (`-DCFG_XS_PRE`, engine/kernels/xstage.rs)
@@ -340,7 +411,7 @@ impl MatrixKernels {
         let opt = format!("-DCFG_FMT_{name}");
         let (src, kname) = match family {
             Family::Mmvq => (&MMVQ, "mmvq"),
-            Family::Matmul => (&MATMUL, "matmul"),
+            Family::Matmul | Family::MatmulTiled => (&MATMUL, "matmul"),
             Family::MmvqTiled(_) | Family::MmvqTiledPre(_) => (&MMVQ_TILED, "mmvq_tiled"),
             Family::MmvqKTiled(_) => (&MMVQ_KTILED, "mmvq_ktiled"),
             Family::MmvqVnni(_) => (&MMVQ_VNNI, "mmvq_vnni"),
@@ -354,8 +425,11 @@ impl MatrixKernels {
         };
         let tile = self.matmul_tile.options();
         let mut opts = vec![opt.as_str()];
-        if family == Family::Matmul {
+        if matches!(family, Family::Matmul | Family::MatmulTiled) {
             opts.extend(tile.iter().map(String::as_str));
+        }
+        if family == Family::MatmulTiled {
+            opts.push("-DCFG_TILED");
         }
         if matches!(family, Family::MmvqTiledPre(_)) {
             opts.push("-DCFG_XS_PRE");

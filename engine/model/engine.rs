@@ -45,6 +45,11 @@ pub struct EngineOptions {
     pub chunk: usize,
     /// Round matmul inputs through 8-bit blocks as llama.cpp does (`actq`); off = f32 inputs.
     pub act_round: bool,
+    /// Keep the GGUF bytes of the matrices with a tiled copy on the device too, and read them
+    /// where a kernel can read either (the prompt's matmul, the embedding): the load before
+    /// tiled-only weights, the same results with twice the weight memory. An A/B and test knob;
+    /// `STRATA_KEEP_GGUF=1` turns it on as well (model/weights.rs).
+    pub keep_gguf: bool,
 }
 
 impl Default for EngineOptions {
@@ -53,6 +58,7 @@ impl Default for EngineOptions {
             n_ctx: 0,
             chunk: 256,
             act_round: true,
+            keep_gguf: false,
         }
     }
 }
@@ -768,6 +774,8 @@ impl Engine {
             &Placement {
                 queues: &queues,
                 layer_card,
+                keep_gguf: opts.keep_gguf
+                    || std::env::var("STRATA_KEEP_GGUF").is_ok_and(|v| v == "1"),
             },
         )?;
         // the prompt path's register tile: the device's, unless STRATA_MATMUL_TILE forces one
@@ -1214,10 +1222,11 @@ impl StageStep<'_> {
         let (c, k, t) = (self.cfg, self.k, self.t);
         let s = &mut st.scratch;
         if self.embed {
+            let (embd, embd_type) = self.weights.embedding();
             k.embed.run(
                 q,
-                &self.weights.embd,
-                self.weights.embd_type,
+                embd,
+                embd_type,
                 c.n_vocab,
                 c.n_embd,
                 &s.ids,

@@ -1,5 +1,8 @@
 //! The model's weights on the device: every matrix is its GGUF bytes uploaded once, unchanged
-//! (ENGINE.md); norms are f32 vectors. Also the per-category memory accounting.
+//! (ENGINE.md), or, for the formats the decode kernels read repacked (tiled.rs, ktiled.rs), only
+//! that repacked copy: every default-path kernel reads it with the same results, so the GGUF
+//! bytes would be a second copy of the weights (`STRATA_KEEP_GGUF=1` keeps them, as before).
+//! Norms are f32 vectors. Also the per-category memory accounting.
 
 use super::config::{names, ModelConfig};
 use super::EngineError;
@@ -48,10 +51,19 @@ pub struct LayerWeights {
 pub struct Placement<'a> {
     pub queues: &'a [Queue],
     pub layer_card: Vec<usize>,
+    /// Keep every matrix's GGUF bytes on the device beside its tiled copy (and read them, as
+    /// before the tiled-only load): `STRATA_KEEP_GGUF=1`, an A/B and test knob
+    /// (`EngineOptions::keep_gguf`). Matrices a GGUF-only kernel reads keep them anyway.
+    pub keep_gguf: bool,
 }
 
 pub struct Weights {
-    pub embd: DeviceBuffer<u8>, // (n_vocab, n_embd) GGUF bytes, on the first card
+    /// (n_vocab, n_embd) GGUF bytes, on the first card; None when the embedding is read from
+    /// the tied head's tiled copy (`embedding`)
+    pub embd: Option<DeviceBuffer<u8>>,
+    /// The tied head's tiled copy on the first card, for the embedding, when the model is split
+    /// and `embd` is None (unsplit, `head_tiled` serves both).
+    pub embd_tiled: Option<DeviceBuffer<u8>>,
     /// A copy of the embedding on the last card when the head is tied to it and the model is
     /// split (the head runs where the last layer's output is). (n_vocab, n_embd)
     pub head_embd: Option<DeviceBuffer<u8>>,
@@ -73,14 +85,25 @@ impl Weights {
     pub fn head(&self, cfg: &ModelConfig) -> WeightView<'_> {
         match &self.output {
             Some(m) => m.view(),
+            // (split: head_embd on the last card, or None when the tiled copy serves alone)
             None => WeightView {
-                buf: self.head_embd.as_ref().unwrap_or(&self.embd),
+                buf: self.head_embd.as_ref().or(self.embd.as_ref()),
                 offset: 0,
                 type_id: self.embd_type_id,
                 n_out: cfg.n_vocab,
                 n_in: cfg.n_embd,
                 tiled: self.head_tiled.as_ref(),
             },
+        }
+    }
+
+    /// The embedding's bytes on the first card and how the kernel reads them.
+    pub fn embedding(&self) -> (&DeviceBuffer<u8>, EmbedType) {
+        match (&self.embd, &self.embd_tiled, &self.head_tiled) {
+            (Some(e), _, _) => (e, self.embd_type),
+            (None, Some(t), _) | (None, None, Some(t)) => (t, EmbedType::Q8_0Tiled),
+            // load_placed drops `embd` only when one of the tiled copies serves it
+            (None, None, None) => unreachable!("an embedding without bytes on the device"),
         }
     }
 
@@ -92,6 +115,7 @@ impl Weights {
             &Placement {
                 queues: std::slice::from_ref(q),
                 layer_card: vec![0; cfg.n_layer],
+                keep_gguf: false,
             },
         )
     }
@@ -135,8 +159,10 @@ impl Weights {
                 });
             }
             let data = g.tensor_data(info)?;
-            let m =
-                QuantMatrix::upload(&arenas[card], name, info.ggml_type.id(), n_out, n_in, data)?;
+            let tid = info.ggml_type.id();
+            // (KREG, STRATA_MMVQ_KREG=1, reads the K-quants' GGUF bytes)
+            let keep = place.keep_gguf || crate::kernels::mmvq_kreg::reads_gguf(tid);
+            let m = QuantMatrix::upload_for(&arenas[card], name, tid, n_out, n_in, data, keep)?;
             mbytes[card] += m.device_bytes();
             Ok(m)
         };
@@ -227,27 +253,34 @@ impl Weights {
                 why: format!("dims {:?}, expected [{e}, {}]", info.dims, cfg.n_vocab),
             });
         }
-        let embd = arenas[first].upload(data)?;
-        let head_embd = if output.is_none() && last != first {
+        // A tied head is repacked for the decode kernel; then the embedding (Q8_0) reads that
+        // copy too, and the GGUF bytes stay on the host unless kept.
+        let tiled = match output {
+            Some(_) => None,
+            None => crate::kernels::repack(embd_type_id, data, cfg.n_vocab, e),
+        };
+        let tiled_only = tiled.is_some() && embd_type == EmbedType::Q8_0 && !place.keep_gguf;
+        let head_tiled = match &tiled {
+            Some(t) => Some(arenas[last].upload(t)?),
+            None => None,
+        };
+        let (embd, embd_tiled) = match (&tiled, tiled_only) {
+            (Some(t), true) if last != first => (None, Some(arenas[first].upload(t)?)),
+            (_, true) => (None, None),
+            (_, false) => (Some(arenas[first].upload(data)?), None),
+        };
+        let head_embd = if output.is_none() && last != first && !tiled_only {
             Some(arenas[last].upload(data)?)
         } else {
             None
         };
-        let head_tiled = match output {
-            Some(_) => None,
-            None => match crate::kernels::repack(embd_type_id, data, cfg.n_vocab, e) {
-                Some(t) => Some(arenas[last].upload(&t)?),
-                None => None,
-            },
-        };
         let mut card_bytes: Vec<usize> = mbytes.iter().zip(&vbytes).map(|(m, v)| m + v).collect();
-        card_bytes[first] += data.len();
-        if head_embd.is_some() {
-            card_bytes[last] += data.len();
-        }
-        card_bytes[last] += head_tiled.as_ref().map_or(0, |t| t.len());
+        let len = |b: &Option<DeviceBuffer<u8>>| b.as_ref().map_or(0, |b| b.len());
+        card_bytes[first] += len(&embd) + len(&embd_tiled);
+        card_bytes[last] += len(&head_embd) + len(&head_tiled);
         Ok(Weights {
             embd,
+            embd_tiled,
             head_embd,
             head_tiled,
             embd_type,

@@ -81,7 +81,18 @@ macro_rules! source_qformats {
     };
 }
 pub const MMVQ: KernelSource = source_qformats!("mmvq");
-pub const MATMUL: KernelSource = source_qformats!("matmul");
+/// The prompt's matrix product; `untile.hpp` too, for its tiled-copy reader (-DCFG_TILED).
+pub const MATMUL: KernelSource = KernelSource {
+    name: "matmul",
+    file: "sycl/kernels/matmul.cpp (+ qformats.hpp untile.hpp)",
+    text: concat!(
+        include_str!("../../sycl/kernels/qformats.hpp"),
+        "\n",
+        include_str!("../../sycl/kernels/untile.hpp"),
+        "\n",
+        include_str!("../../sycl/kernels/matmul.cpp")
+    ),
+};
 /// The opt-in KREG mmvq family (STRATA_MMVQ_KREG=1), self-contained: engine/kernels/mmvq_kreg.rs.
 pub const MMVQ_KREG: KernelSource = source!("mmvq_kreg");
 /// mmvq on weights repacked one lane per row (engine/kernels/tiled.rs).

@@ -50,6 +50,32 @@ STRATA_KERNEL void embed_q8_0(uint64_t a_w,   // (n_vocab, n_embd) Q8_0, n_embd 
   out[(size_t)p.t * n_embd + p.e] = v;
 }
 
+// The same values from tiled.rs's copy (the tied output head's, so the GGUF bytes need not stay
+// on the device): tile id / 16, lane id % 16; per block of 32 a record of d[16] f16, then byte
+// planes [32][16] (plane e = element e of the 16 rows). The same d, q and products: the same bits.
+STRATA_KERNEL void embed_q8_0_tiled(uint64_t a_w,   // tiles: (ceil(n_vocab / 16), n_embd / 32) records
+                                    uint64_t a_ids, // (T)
+                                    uint64_t a_out, // (T, n_embd)
+                                    int n_embd, int n_vocab, float scale) {
+  const uint8_t *w = STRATA_ADDR(const uint8_t, a_w);
+  const int32_t *ids = STRATA_ADDR(const int32_t, a_ids);
+  float *out = STRATA_ADDR(float, a_out);
+  EmbedPos p = embed_pos(n_embd);
+  if (p.e >= n_embd) return;
+  const int id = ids[p.t];
+  float v;
+  if (id < 0 || id >= n_vocab) {
+    v = std::numeric_limits<float>::quiet_NaN();
+  } else {
+    const int nb = n_embd / 32, l = id % 16;
+    const uint8_t *rec = w + ((size_t)(id / 16) * nb + (size_t)(p.e / 32)) * (16 * 34);
+    const float d = (float)*(const sycl::half *)(rec + 2 * l);
+    const float q = (float)(int8_t)rec[32 + 16 * (p.e % 32) + l];
+    v = (d * q) * scale;
+  }
+  out[(size_t)p.t * n_embd + p.e] = v;
+}
+
 STRATA_KERNEL void embed_f16(uint64_t a_w,   // (n_vocab, n_embd)
                              uint64_t a_ids, // (T)
                              uint64_t a_out, // (T, n_embd)

@@ -16,6 +16,10 @@
 // sum per output stays one sequential chain over i and the decode is paid once per weight.
 // Summation order per output is sequential over i (mmvq's is lane partials + a tree): rows agree
 // with mmvq to rounding (NMSE ~1e-13), not bitwise.
+// -DCFG_TILED: w is the tiled copy (tiled.rs / ktiled.rs) instead of the GGUF bytes, decoded
+// lane = row by untile.hpp's decode_tiled (the same integers and float expressions as decode():
+// the same weights, the same bits), so the GGUF bytes need not stay on the device. The work-group's
+// rows are whole tiles (row0 is a multiple of 16 * CFG_RG).
 namespace syclext = sycl::ext::oneapi;
 namespace syclexp = sycl::ext::oneapi::experimental;
 
@@ -32,7 +36,7 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 
 extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<CFG_SG>))
-void matmul(const uint8_t *w,  // (n_out, n_in) GGUF blocks, row-major
+void matmul(const uint8_t *w,  // (n_out, n_in) GGUF blocks, row-major; CFG_TILED: the tiled copy
             const float *x,    // (T, n_in)
             float *y,          // (T, n_out)
             int n_in, int n_out, int T) {
@@ -44,15 +48,36 @@ void matmul(const uint8_t *w,  // (n_out, n_in) GGUF blocks, row-major
   const int lane = (int)it.get_local_linear_id();
   const size_t row0 = it.get_group(0) * (size_t)MM_ROWS;
   const size_t row_bytes = (size_t)(n_in / QK) * BLOCK_BYTES;
+  (void)row_bytes;  // (unused with CFG_TILED)
   const int n_chunks = (n_in + CFG_KC - 1) / CFG_KC;
 
   syclexp::work_group_static<float[CFG_KC * MM_ROWS]> wt_mem;  // (CFG_KC, MM_ROWS) transposed
   float *wt = wt_mem;
+#if defined(CFG_TILED)
+  const int nb = n_in / QK;
+#endif
 
   for (int c = 0; c < n_chunks; ++c) {
     const int k0 = c * CFG_KC;
     const int kn = n_in - k0 < CFG_KC ? n_in - k0 : CFG_KC;
     if (c > 0) sycl::group_barrier(grp);  // previous chunk's sweeps done with wt
+#if defined(CFG_TILED)
+    for (int g = 0; g < CFG_RG; ++g) {
+      const size_t trow0 = row0 + (size_t)g * UT_TILE;  // the tile's first row (uniform)
+      float *wg = wt + g * CFG_SG;                       // the tile's rows in wt: wg[.. + lane]
+      if (trow0 < (size_t)n_out) {
+        // (a padded last tile's rows past n_out decode the copy's zero bytes; never stored)
+        const uint8_t *tile = w + (trow0 / UT_TILE) * (size_t)nb * (UT_HDR + UT_REC);
+        for (int b = 0; b < kn / QK; ++b) {
+          float *wb = wg + (size_t)b * QK * MM_ROWS;
+          decode_tiled(tile, lane, nb, k0 / QK + b,
+                       [&](int e, float v) { wb[e * MM_ROWS + lane] = v; });
+        }
+      } else {
+        for (int k = 0; k < kn; ++k) wg[k * MM_ROWS + lane] = 0.0f;
+      }
+    }
+#else
     for (int r = 0; r < MM_ROWS; ++r) {
       const size_t row = row0 + r;
       for (int b = 0; b < kn / QK; ++b) {
@@ -67,6 +92,7 @@ void matmul(const uint8_t *w,  // (n_out, n_in) GGUF blocks, row-major
         for (int k = 0; k < EPL; ++k) wt[(b * QK + 16 * k + lane) * MM_ROWS + r] = wv[k];
       }
     }
+#endif
     sycl::group_barrier(grp);
 
     for (int t0 = 0; t0 < T; t0 += CFG_TT) {

@@ -8,16 +8,27 @@ use strata::model::{Engine, EngineOptions};
 /// 37-token prompt of `run` crosses a chunk boundary). `profiling`: a profiling queue, so a
 /// step's launches can be listed (the same results).
 pub fn engine(env: &str, act_round: bool, profiling: bool) -> Engine {
+    engine_with(env, profiling, opts(act_round))
+}
+
+/// The options `engine` loads with: n_ctx 256, chunks of 32 rows, the tiled-only weights.
+pub fn opts(act_round: bool) -> EngineOptions {
+    EngineOptions {
+        n_ctx: 256,
+        chunk: 32,
+        act_round,
+        keep_gguf: false,
+    }
+}
+
+/// `engine` with the given options.
+#[allow(dead_code)] // (not every test binary that includes this module uses it)
+pub fn engine_with(env: &str, profiling: bool, opts: EngineOptions) -> Engine {
     strata::sycl::runtime::init();
     let p = strata::paths::model_path(env).unwrap_or_else(|e| panic!("{e}"));
     let g = Gguf::open(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     let dev = strata::sycl::cpu_device().expect("the CPU SYCL device (run `make setup`)");
     let card = strata::sycl::Card::on(dev, profiling).expect("a card on the CPU device");
-    let opts = EngineOptions {
-        n_ctx: 256,
-        chunk: 32,
-        act_round,
-    };
     Engine::from_gguf(&g, card, &opts).expect("engine load")
 }
 

@@ -433,7 +433,8 @@ pub fn bench(reps: usize) -> Result<()> {
                 set_kreg_override(None);
                 us[i] = r?;
             }
-            let bytes = b.mats[0].buf.len() as f64;
+            // (QuantMatrix::upload keeps the GGUF bytes: their size is the matrix's)
+            let bytes = b.mats[0].buf.as_ref().map_or(0, |g| g.len()) as f64;
             gbs.push(format!(
                 "{:.0}/{:.0}",
                 bytes / us[0] / 1e3,
