@@ -1222,7 +1222,7 @@ impl StageStep<'_> {
         let (c, k, t) = (self.cfg, self.k, self.t);
         let s = &mut st.scratch;
         if self.embed {
-            let (embd, embd_type) = self.weights.embedding();
+            let (embd, embd_type) = self.weights.embedding()?;
             k.embed.run(
                 q,
                 embd,

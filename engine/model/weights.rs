@@ -98,12 +98,15 @@ impl Weights {
     }
 
     /// The embedding's bytes on the first card and how the kernel reads them.
-    pub fn embedding(&self) -> (&DeviceBuffer<u8>, EmbedType) {
+    pub fn embedding(&self) -> Result<(&DeviceBuffer<u8>, EmbedType), EngineError> {
         match (&self.embd, &self.embd_tiled, &self.head_tiled) {
-            (Some(e), _, _) => (e, self.embd_type),
-            (None, Some(t), _) | (None, None, Some(t)) => (t, EmbedType::Q8_0Tiled),
-            // load_placed drops `embd` only when one of the tiled copies serves it
-            (None, None, None) => unreachable!("an embedding without bytes on the device"),
+            (Some(e), _, _) => Ok((e, self.embd_type)),
+            (None, Some(t), _) | (None, None, Some(t)) => Ok((t, EmbedType::Q8_0Tiled)),
+            // (load_placed drops `embd` only when one of the tiled copies serves it)
+            (None, None, None) => Err(EngineError::Tensor {
+                name: names::TOKEN_EMBD.into(),
+                why: "neither its GGUF bytes nor a tiled copy are on the device".into(),
+            }),
         }
     }
 
