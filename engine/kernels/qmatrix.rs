@@ -373,11 +373,23 @@ impl MatrixKernels {
         self.int_dot
     }
 
-    /// Builds the families the engine uses for every listed ggml type now (e.g. at model load).
-    pub fn prepare(&self, type_ids: &[u32]) -> Result<()> {
-        for &t in type_ids {
-            self.kernel(t, Family::Mmvq, "prepare")?;
-            self.kernel(t, Family::Matmul, "prepare")?;
+    /// Builds now (e.g. at model load) the families the engine uses for matrices of each listed
+    /// (ggml type, GGUF bytes kept, tiled copy kept): the GGUF kernels only where the bytes are
+    /// (the tiled-only load: `QuantMatrix::upload_for`), matmul's tiled reader where they are not.
+    pub fn prepare(&self, layouts: &[(u32, bool, bool)]) -> Result<()> {
+        for &(t, gguf, tiled) in layouts {
+            if gguf && !tiled {
+                self.kernel(t, Family::Mmvq, "prepare")?;
+            }
+            let matmul = if gguf {
+                Family::Matmul
+            } else {
+                Family::MatmulTiled
+            };
+            self.kernel(t, matmul, "prepare")?;
+            if !tiled {
+                continue;
+            }
             if super::tiled::supported(t) {
                 self.kernel(t, Family::MmvqTiled(1), "prepare")?;
             }

@@ -296,19 +296,21 @@ impl Weights {
         })
     }
 
-    /// Every ggml type used by a matrix, for building the kernels at load time.
-    pub fn matrix_types(&self) -> Vec<u32> {
-        let mut t: Vec<u32> = self
+    /// Every (ggml type, GGUF bytes on the device, tiled copy on the device) a matrix has, the
+    /// head included: what `MatrixKernels::prepare` builds the kernels for.
+    pub fn matrix_layouts(&self) -> Vec<(u32, bool, bool)> {
+        let tied_head = (
+            self.embd_type_id,
+            self.head_embd.is_some() || self.embd.is_some(),
+            self.head_tiled.is_some(),
+        );
+        let mut t: Vec<(u32, bool, bool)> = self
             .layers
             .iter()
             .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down])
-            .map(|m| m.type_id)
-            .chain(std::iter::once(
-                self.output
-                    .as_ref()
-                    .map(|m| m.type_id)
-                    .unwrap_or(self.embd_type_id),
-            ))
+            .chain(self.output.as_ref())
+            .map(|m| (m.type_id, m.buf.is_some(), m.tiled.is_some()))
+            .chain(self.output.is_none().then_some(tied_head))
             .collect();
         t.sort_unstable();
         t.dedup();
