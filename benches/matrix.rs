@@ -462,7 +462,7 @@ fn main() -> anyhow::Result<()> {
                         Layout::Staged => k.mmvq_staged(qq, &v, &xq, Some(st), y, t),
                         Layout::Tiled => {
                             if t > 8 {
-                                v.buf = None; // matmul rebuilds the blocks from the tiled copy
+                                v.buf = None; // matmul decodes the tiled copy
                             }
                             k.mul(qq, &v, &x, y, t)
                         }

@@ -174,9 +174,9 @@ fn matmul_tiles_agree_bitwise() {
 #[test]
 fn matmul_on_the_tiled_copy_is_bitwise_the_gguf_read() {
     // The engine keeps only the tiled copy of the formats that have one (model/weights.rs):
-    // matmul then rebuilds each row's GGUF blocks from it (sycl/kernels/untile.hpp) before the
-    // same decode, so it must give the bits of the GGUF read, with both register tiles. Odd
-    // n_out leaves a padded tile and a partial work-group; n_in > CFG_KC = 1024 rebuilds a row
+    // matmul then decodes it lane = row (sycl/kernels/untile.hpp) with decode()'s integers and
+    // float expressions, so it must give the bits of the GGUF read, with both register tiles. Odd
+    // n_out leaves a padded tile and a partial work-group; n_in > CFG_KC = 1024 decodes a row
     // chunk by chunk.
     use strata::kernels::{repacked_bytes, MatmulTile, MatrixKernels};
     let (ctx, q, _k) = setup();
@@ -215,7 +215,7 @@ fn matmul_on_the_tiled_copy_is_bitwise_the_gguf_read() {
                     a.len()
                 );
                 assert_eq!(differ, 0, "{name} ({n_out}, {n_in}) T={t}");
-                // and against the f64 reference (a wrong rebuild of a zero byte could hide)
+                // and against the f64 reference (a misread zero byte could hide in both)
                 let reference = matrix_ref(tid, &p.wb, n_out, n_in, &p.x, t).unwrap();
                 assert!(nmse(&b, &reference) < BOUND, "{name}: reference");
             }

@@ -42,7 +42,7 @@ fn gemma3_fused_is_bitwise_unfused() {
     check("STRATA_MODEL_GEMMA3", false);
 }
 
-/// The default load keeps only the tiled copies (the prompt's matmul rebuilds GGUF blocks from
+/// The default load keeps only the tiled copies (the prompt's matmul decodes
 /// them, the embedding reads the tied head's copy); `keep_gguf` keeps the GGUF bytes and reads
 /// them as before. Every logit must be the same bits, in half the weight memory or less.
 fn check_tiled_only(env: &str) {

@@ -75,8 +75,8 @@ pub fn kernel_block(type_id: u32) -> Result<(usize, usize)> {
 pub struct WeightView<'a> {
     /// The GGUF bytes; None when only the tiled copy is on the device (the engine's default for
     /// the formats that have one: `QuantMatrix::upload_for`), which every default-path kernel
-    /// reads: the decode products directly, the prompt's `matmul` by rebuilding the GGUF
-    /// blocks from it (sycl/kernels/untile.hpp), the same bits.
+    /// reads: the decode products directly, the prompt's `matmul` by decoding it lane = row
+    /// (sycl/kernels/untile.hpp), the same bits.
     pub buf: Option<&'a DeviceBuffer<u8>>,
     pub offset: usize,
     pub type_id: u32,
@@ -292,7 +292,7 @@ pub(crate) const SG: usize = 16;
 pub enum Family {
     Mmvq,
     Matmul,
-    /// matmul rebuilding the GGUF blocks from the tiled copy (`-DCFG_TILED`, untile.hpp)
+    /// matmul decoding the tiled copy lane = row (`-DCFG_TILED`, untile.hpp)
     MatmulTiled,
     /// mmvq on tiled weights (`mmvq_tiled.cpp`), one kernel per column count 1..=8
     MmvqTiled(u8),

@@ -804,7 +804,7 @@ impl Engine {
             glu_q8: GluQ8::new(&ctx)?,
             rope_kv: RopeKv::new(&ctx)?,
         };
-        kernels.mat.prepare(&weights.matrix_layouts())?;
+        kernels.mat.prepare(&weights.matrix_layouts(&cfg))?;
         let rows = opts.chunk.max(LOGIT_ROWS);
         let n_cards = cards.len();
         let stages = cards

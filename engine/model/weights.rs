@@ -263,10 +263,7 @@ impl Weights {
             None => crate::kernels::repack(embd_type_id, data, cfg.n_vocab, e),
         };
         let tiled_only = tiled.is_some() && embd_type == EmbedType::Q8_0 && !place.keep_gguf;
-        let head_tiled = match &tiled {
-            Some(t) => Some(arenas[last].upload(t)?),
-            None => None,
-        };
+        let head_tiled = tiled.as_ref().map(|t| arenas[last].upload(t)).transpose()?;
         let (embd, embd_tiled) = match (&tiled, tiled_only) {
             (Some(t), true) if last != first => (None, Some(arenas[first].upload(t)?)),
             (_, true) => (None, None),
@@ -298,19 +295,14 @@ impl Weights {
 
     /// Every (ggml type, GGUF bytes on the device, tiled copy on the device) a matrix has, the
     /// head included: what `MatrixKernels::prepare` builds the kernels for.
-    pub fn matrix_layouts(&self) -> Vec<(u32, bool, bool)> {
-        let tied_head = (
-            self.embd_type_id,
-            self.head_embd.is_some() || self.embd.is_some(),
-            self.head_tiled.is_some(),
-        );
+    pub fn matrix_layouts(&self, cfg: &ModelConfig) -> Vec<(u32, bool, bool)> {
         let mut t: Vec<(u32, bool, bool)> = self
             .layers
             .iter()
             .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down])
-            .chain(self.output.as_ref())
-            .map(|m| (m.type_id, m.buf.is_some(), m.tiled.is_some()))
-            .chain(self.output.is_none().then_some(tied_head))
+            .map(QuantMatrix::view)
+            .chain(std::iter::once(self.head(cfg)))
+            .map(|w| (w.type_id, w.buf.is_some(), w.tiled.is_some()))
             .collect();
         t.sort_unstable();
         t.dedup();

@@ -47,8 +47,6 @@ void matmul(const uint8_t *w,  // (n_out, n_in) GGUF blocks, row-major; CFG_TILE
   auto grp = it.get_sub_group();
   const int lane = (int)it.get_local_linear_id();
   const size_t row0 = it.get_group(0) * (size_t)MM_ROWS;
-  const size_t row_bytes = (size_t)(n_in / QK) * BLOCK_BYTES;
-  (void)row_bytes;  // (unused with CFG_TILED)
   const int n_chunks = (n_in + CFG_KC - 1) / CFG_KC;
 
   syclexp::work_group_static<float[CFG_KC * MM_ROWS]> wt_mem;  // (CFG_KC, MM_ROWS) transposed
@@ -78,6 +76,7 @@ void matmul(const uint8_t *w,  // (n_out, n_in) GGUF blocks, row-major; CFG_TILE
       }
     }
 #else
+    const size_t row_bytes = (size_t)(n_in / QK) * BLOCK_BYTES;
     for (int r = 0; r < MM_ROWS; ++r) {
       const size_t row = row0 + r;
       for (int b = 0; b < kn / QK; ++b) {

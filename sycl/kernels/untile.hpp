@@ -37,17 +37,17 @@
 #define UT_QH_AT (UT_TILE * (2 + 2 * UT_HAS_M))                     // tiled offset of qh[16]
 #define UT_QS_AT (UT_TILE * (2 + 2 * UT_HAS_M + 4 * UT_HAS_QH))     // tiled offset of qs
 
-// The byte offset, from the tile's start (nb blocks a row), of byte i of block kb of lane l's row
-// (a word's first byte, for the word pieces: then the 16 lanes' words are consecutive).
-static inline size_t untile_at(int i, int l, int nb, int kb) {
+// The byte offset, from the tile's start (nb blocks a row), of byte i of block kb of the tile's
+// row 0. Row l's copy of that byte is one piece further per row (the ut_* loads below index it).
+static inline size_t untile_at(int i, int nb, int kb) {
   const size_t rec = (size_t)nb * UT_HDR + (size_t)kb * UT_REC;
 #if defined(CFG_FMT_Q4_K) || defined(CFG_FMT_Q5_K)
   // every piece a word, in GGUF order: dm | scales | (qh) | qs
-  return rec + 64 * (i / 4) + 4 * l + (i % 4);
+  return rec + 64 * (i / 4) + (i % 4);
 #elif defined(CFG_FMT_Q6_K)
   // GGUF: ql[128] | qh[64] | scales[16] | d; record: scales words 0..3, then for c < 4
   // (n = c / 2, h = c % 2), j < 4: ql word 16n+4h+j, ql word 16n+8+4h+j, qh word 8n+4h+j
-  if (i >= 208) return (size_t)kb * UT_HDR + 2 * l + (i - 208);
+  if (i >= 208) return (size_t)kb * UT_HDR + (i - 208);
   const int w = i / 4;
   int p;
   if (w >= 48) {
@@ -59,35 +59,35 @@ static inline size_t untile_at(int i, int l, int nb, int kb) {
     const int v = w - 32, n = v / 8, h = (v % 8) / 4, j = v % 4;
     p = 4 + (2 * n + h) * 12 + 3 * j + 2;
   }
-  return rec + 64 * p + 4 * l + (i % 4);
+  return rec + 64 * p + (i % 4);
 #elif defined(CFG_FMT_Q8_0)
-  return rec + (i < 2 ? 2 * l + i : UT_QS_AT + UT_TILE * (i - 2) + l);
+  return rec + (i < 2 ? i : UT_QS_AT + UT_TILE * (i - 2));
 #else
-  if (i < 2) return rec + 2 * l + i;
+  if (i < 2) return rec + i;
 #if UT_HAS_M
-  if (i < 4) return rec + UT_TILE * 2 + 2 * l + (i - 2);
+  if (i < 4) return rec + UT_TILE * 2 + (i - 2);
 #endif
 #if UT_HAS_QH
-  if (i < UT_QS) return rec + UT_QH_AT + 4 * l + (i - (UT_QS - 4));
+  if (i < UT_QS) return rec + UT_QH_AT + (i - (UT_QS - 4));
 #endif
   const int j = (i - UT_QS) / 4, k = (i - UT_QS) % 4;
-  return rec + UT_QS_AT + (j * UT_TILE + l) * 4 + k;
+  return rec + UT_QS_AT + j * UT_TILE * 4 + k;
 #endif
 }
 
 static inline float ut_h2f(uint32_t bits) {
   return (float)sycl::bit_cast<sycl::half>((uint16_t)bits);
 }
-// Lane l's word / half / byte whose lane-0 copy is byte i: written `uniform_ptr[lane]`, the
-// shape the CPU device's vectorizer turns into one vector load (sycl-toolchain.md).
+// Row l's word / half / byte whose row-0 copy is byte i: written `uniform_ptr[lane]`, the shape
+// the CPU device's vectorizer turns into one vector load (sycl-toolchain.md).
 static inline uint32_t ut_word(const uint8_t *tile, int i, int l, int nb, int kb) {
-  return ((const uint32_t *)(tile + untile_at(i, 0, nb, kb)))[l];
+  return ((const uint32_t *)(tile + untile_at(i, nb, kb)))[l];
 }
 static inline float ut_half(const uint8_t *tile, int i, int l, int nb, int kb) {
-  return ut_h2f(((const uint16_t *)(tile + untile_at(i, 0, nb, kb)))[l]);
+  return ut_h2f(((const uint16_t *)(tile + untile_at(i, nb, kb)))[l]);
 }
 static inline int ut_i8(const uint8_t *tile, int i, int l, int nb, int kb) {
-  return (int)((const int8_t *)(tile + untile_at(i, 0, nb, kb)))[l];
+  return (int)((const int8_t *)(tile + untile_at(i, nb, kb)))[l];
 }
 
 #if defined(CFG_FMT_Q4_K) || defined(CFG_FMT_Q5_K)
