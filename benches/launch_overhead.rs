@@ -2,7 +2,10 @@
 //! the kernel's own work — the floor under every decode step's ~300-600 launches. A kernel that
 //! does (almost) nothing is launched back to back, 400 times per run, for several work-group
 //! counts, submitted one by one and replayed from a recorded graph (`Queue::record` /
-//! `replay`), median of 7 runs of wall time per launch, side by side in one run.
+//! `replay`), median of 7 runs of wall time per launch, side by side in one run. "device us" is
+//! the launch's own device time (end - start profiling timestamps, one launch at a time, median
+//! of 200): what the runtime spends running work-groups that do nothing, a floor inside every
+//! kernel's "kern us" (benches/matrix.rs).
 
 use std::time::Instant;
 use strata::sycl::{kernels::KernelSource, Arg, Card, DeviceBuffer, Kernel, NdRange, Queue};
@@ -45,14 +48,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let q = card.queue.clone();
     let k = card.context.module(&NOOP, &[])?.kernel("noop")?;
     let y = q.alloc::<f32>(1 << 12)?;
+    let qp = card.context.profiling_queue(&card.device)?;
+    // as the engine does at load: this thread off the runtime's pinned worker (sycl/affinity.rs)
+    let _ = strata::sycl::affinity::pin_off_workers();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "launch cost, us per launch (wall, median of {RUNS} runs of {LAUNCHES} back-to-back launches); load {}",
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
-    println!("| work-groups of 16 | submitted one by one | graph replay | ratio |");
-    println!("| ---: | ---: | ---: | ---: |");
+    println!("| work-groups of 16 | submitted one by one | graph replay | ratio | device us |");
+    println!("| ---: | ---: | ---: | ---: | ---: |");
     for groups in [1usize, 4, 16, 64, 256, 1024] {
+        let device = median(
+            (0..200)
+                .map(|_| {
+                    qp.trace_begin();
+                    launch(&qp, &k, &y, groups)?;
+                    Ok(qp.trace_end()?.iter().map(|t| t.seconds).sum::<f64>() * 1e6)
+                })
+                .collect::<strata::sycl::Result<Vec<_>>>()?,
+        );
         let direct = median(
             (0..RUNS)
                 .map(|_| {
@@ -77,7 +92,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .collect::<strata::sycl::Result<Vec<_>>>()?,
         );
         println!(
-            "| {groups} | {direct:.1} | {replay:.1} | {:.2} |",
+            "| {groups} | {direct:.1} | {replay:.1} | {:.2} | {device:.2} |",
             direct / replay
         );
     }
