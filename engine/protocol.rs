@@ -142,6 +142,10 @@ pub struct Progress {
     pub stage: String,
     pub done: u64,
     pub total: u64,
+    /// What the stage is busy with, when it runs long: e.g. "compiling mmvq_vnni Q4_1 (7 s,
+    /// 12 modules ready)" (a heartbeat during a cold kernel build). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

@@ -278,3 +278,51 @@ fn graph_replay_matches_direct_launches() {
     assert_eq!(q.to_vec(&bufs.counter).unwrap()[0], 0);
     println!("graph replay x20 == direct launch ({direct})");
 }
+
+#[test]
+fn a_build_in_progress_is_visible_by_its_label() {
+    use std::time::{Duration, Instant};
+    use strata::sycl::build_activity::activity;
+    let dev = sycl::cpu_device().expect("the CPU SYCL device (run `make setup`)");
+    let ctx = Context::new(std::slice::from_ref(&dev)).expect("context");
+    // options no earlier run used: a real compile, not a disk-cache hit
+    let nonce = format!("-DCFG_NONCE={}", rand::random::<u32>());
+    let label_part = nonce.trim_start_matches("-DCFG_").to_string();
+    let before = activity().built;
+    let opts = ["-DCFG_WG=64".to_string(), nonce.clone()];
+    let t0 = Instant::now();
+    let seen = std::thread::scope(|s| {
+        let build = s.spawn(|| {
+            let o: Vec<&str> = opts.iter().map(String::as_str).collect();
+            ctx.module(&kernels::REDUCE, &o).map(|_| ())
+        });
+        let mut seen = None;
+        while !build.is_finished() {
+            if let Some(b) = activity()
+                .building
+                .into_iter()
+                .find(|(l, _)| l.contains(&label_part))
+            {
+                seen = Some(b);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        build
+            .join()
+            .expect("build thread")
+            .expect("reduce.cpp builds");
+        seen
+    });
+    let took = t0.elapsed();
+    let (label, age) = seen.unwrap_or_else(|| panic!("{nonce}: never seen building ({took:?})"));
+    println!("seen {label:?} after {age:?}; the build took {took:?}");
+    assert!(label.starts_with("reduce"), "{label}");
+    assert!(label.contains("WG=64"), "{label}");
+    let after = activity();
+    assert!(after.built > before, "{} -> {}", before, after.built);
+    assert!(
+        after.building.iter().all(|(l, _)| !l.contains(&label_part)),
+        "still listed as building: {:?}",
+        after.building
+    );
+}

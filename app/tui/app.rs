@@ -49,6 +49,8 @@ pub enum EngineState {
         stage: String,
         done: u64,
         total: u64,
+        /// e.g. the kernel module compiling (`Progress::detail`)
+        detail: Option<String>,
     },
     Ready,
     Generating(u64),
@@ -355,6 +357,7 @@ impl App {
                     stage: p.stage,
                     done: p.done,
                     total: p.total,
+                    detail: p.detail,
                 };
             }
             Event::Loaded(l) => {
@@ -593,6 +596,7 @@ impl App {
             stage: "load".into(),
             done: 0,
             total: 0,
+            detail: None,
         };
         if flags != self.active_flags {
             if self.metrics.turns > 0 {

@@ -142,6 +142,7 @@ fn ready_app() -> App {
         stage: "tensors".into(),
         done: 272,
         total: 272,
+        detail: None,
     }));
     app.apply_event(loaded(
         SMOL,
@@ -633,4 +634,50 @@ fn resume_reloads_a_saved_conversation_and_reports_a_corrupt_one() {
     assert!(r.messages.is_empty());
     assert!(r.banner[0].contains("moved it to"), "{:?}", r.banner);
     assert!(dir.path().join("conv/broken.json.corrupt-1").exists());
+}
+
+/// The top line of a drawn screen.
+fn top_line(t: &Terminal<TestBackend>) -> String {
+    let b = t.backend().buffer();
+    (0..b.area.width)
+        .map(|x| b[(x, 0)].symbol().to_string())
+        .collect()
+}
+
+#[test]
+fn a_long_kernel_build_shows_in_the_status_bar() {
+    let mut app = new_app();
+    app.apply_event(hello(&[("STRATA_VNNI", true)]));
+    let detail = "compiling mmvq_vnni Q4_1 VNNI_AVX512 (7 s, 12 modules ready)";
+    app.apply_event(Event::Progress(Progress {
+        stage: "weights+kernels".into(),
+        done: 3,
+        total: 5,
+        detail: Some(detail.into()),
+    }));
+    // wide: the whole state, the model's file ($STRATA_MODEL_SMOLLM2 resolved when set up) and
+    // the conversation id
+    let top = top_line(&draw(&app, 160, 30));
+    assert!(
+        top.contains(&format!("engine loading weights+kernels 3/5 · {detail}")),
+        "{top}"
+    );
+    assert!(!top.contains("$STRATA_MODEL"), "{top}");
+    assert!(top.contains("20251129-231735"), "{top}");
+    // narrow: the state keeps its start, the model name and the id give way
+    let top = top_line(&draw(&app, 100, 24));
+    assert!(
+        top.contains("engine loading weights+kernels 3/5 · compiling mm"),
+        "{top}"
+    );
+    // the next heartbeat without a build in progress clears it
+    app.apply_event(Event::Progress(Progress {
+        stage: "warmup".into(),
+        done: 4,
+        total: 5,
+        detail: None,
+    }));
+    let top = top_line(&draw(&app, 160, 30));
+    assert!(top.contains("engine loading warmup 4/5 │"), "{top}");
+    assert!(!top.contains("compiling"), "{top}");
 }

@@ -9,7 +9,7 @@ use crate::gguf::Gguf;
 use crate::model::{Engine, EngineOptions, ModelConfig};
 use crate::protocol::{Card as CardOut, Devices, Event, Load, Loaded, MemoryUse, Progress};
 use crate::spec::NgramDrafter;
-use crate::sycl::Card;
+use crate::sycl::{build_activity, Card};
 use crate::tokenizer::{ChatTemplate, Tokenizer};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -83,6 +83,7 @@ impl Ticker {
             stage: "start".into(),
             done: 0,
             total: 1,
+            detail: None,
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let (c, s, o) = (cur.clone(), stop.clone(), out.clone());
@@ -94,7 +95,9 @@ impl Ticker {
                 since += step;
                 if since >= HEARTBEAT {
                     since = Duration::ZERO;
-                    let p = c.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    let mut p = c.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    // a kernel compiling for a second or more: say which (warm builds take ms)
+                    p.detail = build_activity::activity().describe(Duration::from_secs(1));
                     if !s.load(Ordering::Relaxed) {
                         o.emit(&Event::Progress(p));
                     }
@@ -114,6 +117,7 @@ impl Ticker {
             stage: stage.into(),
             done,
             total,
+            detail: None,
         };
         eprintln!("strata engine: load: {stage} {done}/{total}");
         *self.cur.lock().unwrap_or_else(|p| p.into_inner()) = p.clone();

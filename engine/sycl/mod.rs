@@ -20,6 +20,7 @@
 pub mod affinity;
 pub mod arena;
 pub mod buffer;
+pub mod build_activity;
 pub mod card;
 pub mod context;
 pub mod device;

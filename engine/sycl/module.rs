@@ -1,10 +1,12 @@
 //! Kernel modules compiled at run time from SYCL source, kernels, arguments and launches.
 
 use super::buffer::{pod_bytes, DeviceBuffer, DevicePod};
+use super::build_activity::Building;
 use super::context::{with_event, Context, Event, Queue};
 use super::error::{check, last_error, status_of, Result, SyclError};
 use super::ffi;
 use super::kernels::KernelSource;
+use super::trace::kernel_label;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::marker::PhantomData;
 use std::ptr;
@@ -144,6 +146,8 @@ impl Context {
         if let Some(m) = map.get(&key) {
             return Ok(m.clone());
         }
+        // (dropped on an error: the failed build is no longer "in progress" nor counted)
+        let building = Building::start(kernel_label(source.name, &key.1));
         let before = disk_cache_files();
         let m = Arc::new(self.build(source.name, source.text, options)?);
         if before.is_some() && disk_cache_files() > before {
@@ -154,6 +158,7 @@ impl Context {
             // module is kept either way; a failed rebuild only costs the next start a compile.
             let _ = self.build(source.name, source.text, options);
         }
+        building.done();
         map.insert(key, m.clone());
         Ok(m)
     }

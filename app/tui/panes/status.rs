@@ -11,10 +11,21 @@ use crate::tui::{strings, theme};
 pub fn engine_text(s: &EngineState) -> String {
     match s {
         EngineState::Starting => "starting".into(),
-        EngineState::Loading { stage, done, total } if *total > 0 => {
-            format!("loading {stage} {done}/{total}")
+        EngineState::Loading {
+            stage,
+            done,
+            total,
+            detail,
+        } => {
+            let mut s = format!("loading {stage}");
+            if *total > 0 {
+                s.push_str(&format!(" {done}/{total}"));
+            }
+            if let Some(d) = detail {
+                s.push_str(&format!(" · {d}"));
+            }
+            s
         }
-        EngineState::Loading { stage, .. } => format!("loading {stage}"),
         EngineState::Ready => "ready".into(),
         EngineState::Generating(_) => "generating".into(),
         EngineState::Restarting { attempt, delay_ms } => strings::restarting(*attempt, *delay_ms),
@@ -26,6 +37,8 @@ fn file_name(p: &str) -> &str {
     p.rsplit('/').next().unwrap_or(p)
 }
 
+const SEP: &str = " │ engine ";
+
 pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let model = match &app.loaded {
         Some(l) => format!(
@@ -35,12 +48,29 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
             l.n_params as f64 / 1e6,
             l.n_ctx
         ),
-        None => app
-            .preset
-            .model
-            .as_deref()
-            .map_or("no model".into(), |m| file_name(m).to_string()),
+        // ($VAR resolved, so a loading model shows its file, not "$STRATA_MODEL_SMOLLM2")
+        None => match (&app.preset.model, app.preset.model_path()) {
+            (None, _) => "no model".into(),
+            (Some(_), Ok(p)) => file_name(&p.to_string_lossy()).to_string(),
+            (Some(m), Err(_)) => file_name(m).to_string(),
+        },
     };
+    let preset = format!("│ preset {} │ ", app.preset.name);
+    let mut conv = format!(" │ {}", app.conversation_id);
+    // the engine's state first (a long load names the kernel compiling), the model the rest
+    let width = area.width as usize;
+    let fixed = strings::APP.chars().count() + 2 + preset.chars().count() + SEP.chars().count();
+    const MODEL_MIN: usize = 12;
+    let engine = truncate(
+        &engine_text(&app.engine),
+        width.saturating_sub(fixed + MODEL_MIN).max(16),
+    );
+    let room = width.saturating_sub(fixed + engine.chars().count());
+    // a narrow terminal drops the conversation id rather than clip it
+    if room < conv.chars().count() + MODEL_MIN {
+        conv.clear();
+    }
+    let model_room = room.saturating_sub(conv.chars().count());
     let engine_style = match app.engine {
         EngineState::Ready | EngineState::Generating(_) => theme::STATUS_BAR,
         EngineState::Down(_) => theme::ERROR.bg(theme::STATUS_BAR.bg.unwrap_or_default()),
@@ -51,17 +81,14 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
             format!(" {} ", strings::APP),
             theme::STATUS_BAR.add_modifier(ratatui::style::Modifier::BOLD),
         ),
+        Span::styled(preset, theme::STATUS_BAR),
         Span::styled(
-            format!("│ preset {} │ ", app.preset.name),
+            truncate(&model, model_room.max(MODEL_MIN)),
             theme::STATUS_BAR,
         ),
-        Span::styled(
-            truncate(&model, (area.width as usize).saturating_sub(70).max(20)),
-            theme::STATUS_BAR,
-        ),
-        Span::styled(" │ engine ", theme::STATUS_BAR),
-        Span::styled(engine_text(&app.engine), engine_style),
-        Span::styled(format!(" │ {}", app.conversation_id), theme::STATUS_BAR),
+        Span::styled(SEP, theme::STATUS_BAR),
+        Span::styled(engine, engine_style),
+        Span::styled(conv, theme::STATUS_BAR),
     ]);
     f.render_widget(Paragraph::new(text).style(theme::STATUS_BAR), area);
 }
