@@ -591,6 +591,17 @@ impl App {
         };
         let mut acts = self.stop();
         let flags = p.flag_env();
+        // Another preset is another configuration (model, speculation, split, flags): its
+        // figures start afresh, the old medians stay beside them as "before (preset · flags)",
+        // as a flag restart does; mixing the two in one median would hide the A/B.
+        if self.metrics.turns > 0 {
+            let mut before = self.metrics.summary(&self.active_flags);
+            if p.name != self.preset.name {
+                before.label = format!("{} · {}", self.preset.name, before.label);
+            }
+            self.previous = Some(before);
+        }
+        self.metrics = Metrics::default();
         self.preset = p;
         self.engine = EngineState::Loading {
             stage: "load".into(),
@@ -599,10 +610,6 @@ impl App {
             detail: None,
         };
         if flags != self.active_flags {
-            if self.metrics.turns > 0 {
-                self.previous = Some(self.metrics.summary(&self.active_flags));
-            }
-            self.metrics = Metrics::default();
             self.active_flags = flags.clone();
             self.pending_flags = flags.clone();
             acts.push(Action::Restart {

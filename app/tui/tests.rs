@@ -681,3 +681,42 @@ fn a_long_kernel_build_shows_in_the_status_bar() {
     assert!(top.contains("engine loading warmup 4/5 │"), "{top}");
     assert!(!top.contains("compiling"), "{top}");
 }
+
+#[test]
+fn switching_preset_with_the_same_flags_starts_fresh_series_and_keeps_the_old_medians() {
+    let mut app = mid_conversation();
+    app.apply_event(turn(2, 63.0, Stop::Eos));
+    let (windows_before, turns_before) = (app.metrics.windows, app.metrics.turns);
+    assert!(windows_before > 0 && turns_before > 0);
+    let store = PresetStore::load(None);
+    let mut p = store.find("spec-ab").unwrap().clone();
+    p.model = Some(SMOL.into());
+    // spec-ab has no flag on, like the default preset: a reload, not a restart
+    let acts = app.switch_preset(p);
+    let [Action::Send(Request::Load(l))] = acts.as_slice() else {
+        panic!("{acts:?}")
+    };
+    assert_eq!(l.spec, 4);
+    let prev = app
+        .previous
+        .as_ref()
+        .expect("the default preset's medians kept");
+    assert_eq!(prev.label, "default · no flags");
+    assert_eq!(prev.turns, turns_before);
+    assert_eq!((app.metrics.windows, app.metrics.turns), (0, 0));
+    // the new preset's turn is measured on its own
+    app.apply_event(loaded(SMOL, "llama", false, &["Q4_1"], false));
+    let id = send(&mut app, "Count to five.");
+    windows(&mut app, id, &[6.1, 6.3], &[4, 3]);
+    app.apply_event(turn(id, 120.0, Stop::Eos));
+    assert_eq!((app.metrics.windows, app.metrics.turns), (2, 1));
+    let top = draw(&app, 120, 40);
+    let screen: String = top
+        .backend()
+        .buffer()
+        .content()
+        .iter()
+        .map(|c| c.symbol())
+        .collect();
+    assert!(screen.contains("before (default · no flags)"), "{screen}");
+}
