@@ -63,8 +63,26 @@ pub fn run(opts: Options) -> Result<()> {
 fn build_app(opts: &Options, history: &HistoryStore) -> App {
     let store = PresetStore::load(presets::user_dir().as_deref());
     let mut errors = store.errors.clone();
-    let mut preset = store.default_preset();
     let mut notice = None;
+    // the conversation first: without --preset, a resumed chat goes on under its own preset
+    let resumed = opts.resume.as_ref().and_then(|resume| {
+        let id = match resume {
+            Some(id) => Ok(Some(id.clone())),
+            None => history.list().map(|l| l.into_iter().next()),
+        };
+        match id.and_then(|id| id.map(|id| history.load(&id)).transpose()) {
+            Ok(Some(c)) => Some(c),
+            Ok(None) => {
+                notice = Some("no saved conversation to resume".into());
+                None
+            }
+            Err(e) => {
+                notice = Some(format!("cannot resume: {e:#}"));
+                None
+            }
+        }
+    });
+    let mut preset = store.default_preset();
     if let Some(name) = &opts.preset {
         match store.resolve(name) {
             Ok(p) => preset = p,
@@ -73,9 +91,25 @@ fn build_app(opts: &Options, history: &HistoryStore) -> App {
                 errors.push(e);
             }
         }
+    } else if let Some(c) = &resumed {
+        match store.find(&c.preset) {
+            Some(p) => preset = p.clone(),
+            None => {
+                notice = Some(format!(
+                    "conversation {}: its preset {:?} is gone, using {}",
+                    c.id, c.preset, preset.name
+                ))
+            }
+        }
     }
     if let Some(m) = &opts.model {
         preset.model = Some(m.to_string_lossy().into_owned());
+    } else if let Some(c) = resumed
+        .as_ref()
+        .filter(|c| std::path::Path::new(&c.model).is_file())
+    {
+        // (the model that wrote it, e.g. one given with --model then; a moved file: the preset's)
+        preset.model = Some(c.model.clone());
     }
     let now = history::now_unix();
     let mut app = App::new(preset, store.presets.clone(), history.new_id(now), now);
@@ -85,16 +119,8 @@ fn build_app(opts: &Options, history: &HistoryStore) -> App {
         }
     }
     app.preset_errors = errors;
-    if let Some(resume) = &opts.resume {
-        let id = match resume {
-            Some(id) => Ok(Some(id.clone())),
-            None => history.list().map(|l| l.into_iter().next()),
-        };
-        match id.and_then(|id| id.map(|id| history.load(&id)).transpose()) {
-            Ok(Some(c)) => app.load_conversation(c),
-            Ok(None) => notice = Some("no saved conversation to resume".into()),
-            Err(e) => notice = Some(format!("cannot resume: {e:#}")),
-        }
+    if let Some(c) = resumed {
+        app.load_conversation(c);
     }
     if let Some(n) = notice {
         app.notify(Level::Error, n.clone());

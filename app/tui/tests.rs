@@ -720,3 +720,47 @@ fn switching_preset_with_the_same_flags_starts_fresh_series_and_keeps_the_old_me
         .collect();
     assert!(screen.contains("before (default · no flags)"), "{screen}");
 }
+
+#[test]
+fn resume_goes_on_under_the_conversations_preset_and_model() {
+    use super::{build_app, Options};
+    let dir = tempfile::tempdir().unwrap();
+    let history = crate::history::HistoryStore::new(dir.path().join("conv"));
+    // a conversation held under spec-ab with a model given by path (--model then)
+    let model = dir.path().join("mine.gguf");
+    std::fs::write(&model, b"GGUF").unwrap();
+    let mut c = mid_conversation().conversation();
+    c.preset = "spec-ab".into();
+    c.model = model.to_string_lossy().into_owned();
+    history.save(&c).unwrap();
+    let resume = |preset: Option<&str>| {
+        build_app(
+            &Options {
+                resume: Some(Some(c.id.clone())),
+                preset: preset.map(str::to_string),
+                ..Options::default()
+            },
+            &history,
+        )
+    };
+    let app = resume(None);
+    assert_eq!(app.preset.name, "spec-ab");
+    assert_eq!(app.preset.spec, 4);
+    assert_eq!(app.preset.model.as_deref(), Some(c.model.as_str()));
+    assert!(app.banner.is_empty(), "{:?}", app.banner);
+    // --preset wins over the conversation's
+    let app = resume(Some("default"));
+    assert_eq!(app.preset.name, "default");
+    assert_eq!(app.messages.len(), c.messages.len());
+    // a preset that no longer exists: the default, said so
+    c.preset = "gone-since".into();
+    history.save(&c).unwrap();
+    let app = resume(None);
+    assert_eq!(app.preset.name, "default");
+    assert!(
+        app.banner[0].contains("\"gone-since\" is gone"),
+        "{:?}",
+        app.banner
+    );
+    assert_eq!(app.messages.len(), c.messages.len());
+}
