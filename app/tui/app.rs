@@ -169,6 +169,9 @@ pub struct App {
     pub created: u64,
     next_gen: u64,
     current_gen: Option<u64>,
+    /// The last user message was sent while the engine was starting or loading: it is generated
+    /// for as soon as the engine reports `loaded` (one message at most).
+    pub send_when_ready: bool,
     pub quit: bool,
 }
 
@@ -201,6 +204,7 @@ impl App {
             created,
             next_gen: 1,
             current_gen: None,
+            send_when_ready: false,
             quit: false,
         }
     }
@@ -312,7 +316,8 @@ impl App {
             }
             ClientEvent::GaveUp { attempts } => {
                 let msg = strings::gave_up(attempts);
-                self.notify(Level::Error, msg.clone());
+                let text = self.with_queue_lost(msg.clone());
+                self.notify(Level::Error, text);
                 self.engine = EngineState::Down(msg);
                 Vec::new()
             }
@@ -363,6 +368,12 @@ impl App {
             Event::Loaded(l) => {
                 self.loaded = Some(l);
                 self.engine = EngineState::Ready;
+                if std::mem::take(&mut self.send_when_ready)
+                    && self.messages.last().is_some_and(|m| m.role == Role::User)
+                {
+                    self.notice = None;
+                    return self.start_generation();
+                }
             }
             Event::Token(t) => {
                 if Some(t.id) == self.current_gen {
@@ -389,7 +400,13 @@ impl App {
                 {
                     self.engine = EngineState::Down(e.message.clone());
                 }
-                self.notify(Level::Error, format!("engine: {}", e.message));
+                let text = format!("engine: {}", e.message);
+                let text = if matches!(self.engine, EngineState::Down(_)) {
+                    self.with_queue_lost(text)
+                } else {
+                    text
+                };
+                self.notify(Level::Error, text);
             }
             Event::Unknown => {}
         }
@@ -468,6 +485,16 @@ impl App {
         }))]
     }
 
+    /// `text`, plus the note that a message waiting for the engine is dropped (the engine is
+    /// down for good or its load failed: no `loaded` is coming). The message stays in the chat.
+    fn with_queue_lost(&mut self, text: String) -> String {
+        if std::mem::take(&mut self.send_when_ready) {
+            format!("{text} · {}", strings::QUEUED_LOST)
+        } else {
+            text
+        }
+    }
+
     fn can_generate(&mut self) -> bool {
         if self.current_gen.is_some() {
             self.notify(Level::Warn, strings::BUSY);
@@ -481,7 +508,29 @@ impl App {
     }
 
     pub fn submit(&mut self) -> Vec<Action> {
-        if self.input.text().trim().is_empty() || !self.can_generate() {
+        if self.input.text().trim().is_empty() {
+            return Vec::new();
+        }
+        // An engine on its way up (starting, loading, restarting after a flag change or a
+        // crash) takes the message when it is ready: the user need not watch for it.
+        let coming_up = matches!(
+            self.engine,
+            EngineState::Starting | EngineState::Loading { .. } | EngineState::Restarting { .. }
+        );
+        if coming_up && self.current_gen.is_none() {
+            if self.send_when_ready {
+                self.notify(Level::Warn, strings::ALREADY_QUEUED);
+                return Vec::new();
+            }
+            let text = self.input.take();
+            self.push_message(Role::User, text, MsgStatus::Done);
+            self.banner.clear();
+            self.send_when_ready = true;
+            self.notify(Level::Info, strings::QUEUED);
+            self.scroll.follow_bottom();
+            return vec![Action::Save];
+        }
+        if !self.can_generate() {
             return Vec::new();
         }
         let text = self.input.take();
@@ -514,6 +563,17 @@ impl App {
             Some(id) => vec![Action::Send(Request::Cancel { id })],
             None => Vec::new(),
         }
+    }
+
+    /// Esc: stops the reply being generated, or else takes back a message waiting for the
+    /// engine (it stays in the chat; Ctrl+R sends it). Restarts and preset switches keep it
+    /// waiting: the engine they bring up takes it.
+    fn escape(&mut self) -> Vec<Action> {
+        if self.current_gen.is_none() && std::mem::take(&mut self.send_when_ready) {
+            self.notify(Level::Info, strings::QUEUE_CANCELLED);
+            return Vec::new();
+        }
+        self.stop()
     }
 
     fn copy_last(&mut self) -> Vec<Action> {
@@ -676,7 +736,7 @@ impl App {
             }
             KeyCode::Char('j') if ctrl => self.input.newline(),
             KeyCode::Enter => return self.submit(),
-            KeyCode::Esc => return self.stop(),
+            KeyCode::Esc => return self.escape(),
             KeyCode::Char('r') if ctrl => return self.regenerate(),
             KeyCode::Char('y') if ctrl => return self.copy_last(),
             KeyCode::Char('t') if ctrl => {

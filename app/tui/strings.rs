@@ -46,6 +46,11 @@ pub const NO_DATA: &str = "no data yet";
 pub const NO_EXPERTS: &str = "dense model: no experts";
 pub const NO_SPEC: &str = "no drafts proposed (speculation off)";
 pub const NOT_READY: &str = "the engine is not ready yet";
+pub const QUEUED: &str = "the engine is loading: the message goes out when it is ready";
+pub const QUEUE_CANCELLED: &str = "the waiting message will not be sent (Ctrl+R sends it)";
+pub const ALREADY_QUEUED: &str = "a message is already waiting for the engine";
+pub const QUEUED_LOST: &str =
+    "the waiting message was not sent (the engine is down): Ctrl+R sends it once it is back";
 pub const BUSY: &str = "a reply is being generated (Esc stops it)";
 pub const NOTHING_TO_COPY: &str = "no reply to copy yet";
 pub const COPIED: &str = "last reply copied to the clipboard (OSC 52)";

@@ -434,12 +434,14 @@ fn enter_sends_ctrl_j_and_shift_enter_insert_newlines() {
 }
 
 #[test]
-fn sending_before_the_engine_is_ready_is_refused_with_a_notice() {
+fn sending_to_a_down_engine_is_refused_with_a_notice() {
     let mut app = new_app();
+    app.apply_client(ClientEvent::GaveUp { attempts: 6 });
     type_text(&mut app, "hi");
     assert!(app.handle_key(key(KeyCode::Enter)).is_empty());
     assert_eq!(app.input.text(), "hi", "the text is kept");
-    assert!(app.notice.is_some());
+    assert!(app.notice.as_ref().unwrap().text.contains("not ready"));
+    assert!(app.messages.is_empty());
 }
 
 #[test]
@@ -763,4 +765,74 @@ fn resume_goes_on_under_the_conversations_preset_and_model() {
         app.banner
     );
     assert_eq!(app.messages.len(), c.messages.len());
+}
+
+#[test]
+fn a_message_sent_while_the_engine_loads_goes_out_when_it_is_ready() {
+    let mut app = new_app();
+    app.apply_event(hello(&[]));
+    app.apply_event(Event::Progress(Progress {
+        stage: "weights+kernels".into(),
+        done: 3,
+        total: 5,
+        detail: None,
+    }));
+    type_text(&mut app, "Hello early");
+    let acts = app.handle_key(key(KeyCode::Enter));
+    assert!(matches!(acts.as_slice(), [Action::Save]), "{acts:?}");
+    assert_eq!(app.messages.last().unwrap().content, "Hello early");
+    assert!(app.send_when_ready);
+    assert!(app
+        .notice
+        .as_ref()
+        .unwrap()
+        .text
+        .contains("goes out when it is ready"));
+    // a second one waits in the input, said so
+    type_text(&mut app, "and more");
+    assert!(app.handle_key(key(KeyCode::Enter)).is_empty());
+    assert_eq!(app.input.text(), "and more");
+    assert!(app
+        .notice
+        .as_ref()
+        .unwrap()
+        .text
+        .contains("already waiting"));
+    // loaded: the waiting message is generated for, with the conversation up to it
+    let acts = app.apply_event(loaded(SMOL, "llama", false, &["Q4_1"], false));
+    let [Action::Send(Request::Generate(g))] = acts.as_slice() else {
+        panic!("{acts:?}")
+    };
+    assert_eq!(g.messages.last().unwrap().content, "Hello early");
+    assert_eq!(app.engine, EngineState::Generating(g.id));
+    assert!(!app.send_when_ready);
+}
+
+#[test]
+fn a_waiting_message_is_dropped_when_the_engine_gives_up_or_by_esc() {
+    // the client gives up restarting: no `loaded` is coming
+    let mut app = new_app();
+    type_text(&mut app, "Anyone there?");
+    app.handle_key(key(KeyCode::Enter));
+    assert!(app.send_when_ready);
+    app.apply_client(ClientEvent::GaveUp { attempts: 6 });
+    assert!(!app.send_when_ready);
+    let n = app.notice.as_ref().unwrap().text.clone();
+    assert!(n.contains("not sent") && n.contains("Ctrl+R"), "{n}");
+    assert_eq!(app.messages.last().unwrap().content, "Anyone there?");
+    // Esc takes a waiting message back; a later `loaded` sends nothing
+    let mut app = new_app();
+    type_text(&mut app, "Never mind");
+    app.handle_key(key(KeyCode::Enter));
+    assert!(app.handle_key(key(KeyCode::Esc)).is_empty());
+    assert!(!app.send_when_ready);
+    let acts = app.apply_event(loaded(SMOL, "llama", false, &["Q4_1"], false));
+    assert!(acts.is_empty(), "{acts:?}");
+    assert_eq!(app.engine, EngineState::Ready);
+    // ... and Ctrl+R sends it
+    let acts = app.handle_key(ctrl('r'));
+    assert!(
+        matches!(acts.as_slice(), [Action::Send(Request::Generate(g))] if g.messages.last().unwrap().content == "Never mind"),
+        "{acts:?}"
+    );
 }
