@@ -650,7 +650,7 @@ fn top_line(t: &Terminal<TestBackend>) -> String {
 fn a_long_kernel_build_shows_in_the_status_bar() {
     let mut app = new_app();
     app.apply_event(hello(&[("STRATA_VNNI", true)]));
-    let detail = "compiling mmvq_vnni Q4_1 VNNI_AVX512 (7 s, 12 modules ready)";
+    let detail = "compiling mmvq_vnni Q4_1 VNNI_AVX2 (7 s, 12 modules ready)";
     app.apply_event(Event::Progress(Progress {
         stage: "weights+kernels".into(),
         done: 3,

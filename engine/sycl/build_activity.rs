@@ -19,8 +19,8 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 pub struct BuildActivity {
     /// Modules built so far in this process.
     pub built: u64,
-    /// The builds in progress, longest-running first: kernel label (e.g. "mmvq_vnni Q4_1
-    /// VNNI_AVX512") and how long it has run.
+    /// The builds in progress, longest-running first: kernel label (e.g. "mmvq_tiled Q4_1
+    /// XS_PRE", source and -D options) and how long it has run.
     pub building: Vec<(String, Duration)>,
 }
 
