@@ -433,6 +433,23 @@ fn load_failure_is_not_fatal_and_flags_are_reported() {
     println!("junk error: {}", err.message);
     assert!(!err.fatal && err.message.contains("junk.gguf"), "{err:?}");
 
+    // Bad default sampling: refused by the load itself, naming the parameter (it used to load
+    // and then fail every generate that relied on it).
+    e.send_line(&format!(
+        r#"{{"type":"load","model":"{}","sampling":{{"top_p":5}}}}"#,
+        model()
+    ));
+    let (err, _) = e.until("sampling error", 30, |ev| match ev {
+        Event::Error(err) => Some(err.clone()),
+        Event::Loaded(_) => panic!("a load with top_p = 5 succeeded"),
+        _ => None,
+    });
+    println!("sampling error: {}", err.message);
+    assert!(
+        !err.fatal && err.message.contains("default sampling") && err.message.contains("top_p = 5"),
+        "{err:?}"
+    );
+
     e.send(&generate(9, "hello", 4, None));
     let (err, _) = e.until("no-model error", 10, |ev| match ev {
         Event::Error(err) if err.id == Some(9) => Some(err.clone()),

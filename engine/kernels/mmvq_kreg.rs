@@ -27,7 +27,7 @@ static OVERRIDE: AtomicI32 = AtomicI32::new(-1);
 /// when on. Any other value, or unset, is off.
 pub fn kreg_enabled() -> bool {
     *LATCH.get_or_init(|| {
-        let on = std::env::var(KREG_ENV).map(|v| v == "1").unwrap_or(false);
+        let on = super::flag_env::flag_on(KREG_ENV);
         if on {
             eprintln!("strata: {KREG_ENV}=1: KREG mmvq kernels on for Q4_K/Q5_K/Q6_K/IQ4_XS");
         }

@@ -22,10 +22,16 @@ pub const VNNI_ENV: &str = "STRATA_VNNI";
 /// Work-items (tiles of 16 rows) per work-group.
 pub const TILES_PER_GROUP: usize = 1;
 
-/// Whether `STRATA_VNNI=1` was set: read once per process.
+/// Whether `STRATA_VNNI=1` was set: read once per process, one stderr line when on (as KREG's).
 pub fn requested() -> bool {
     static LATCH: OnceLock<bool> = OnceLock::new();
-    *LATCH.get_or_init(|| std::env::var(VNNI_ENV).is_ok_and(|v| v == "1"))
+    *LATCH.get_or_init(|| {
+        let on = super::flag_env::flag_on(VNNI_ENV);
+        if on {
+            eprintln!("strata: {VNNI_ENV}=1: integer-dot matrix products where the CPU has them");
+        }
+        on
+    })
 }
 
 /// The instructions the kernel's integer dot products are written in (one build option each).

@@ -76,6 +76,29 @@ impl ModelConfig {
             )));
         }
         let n_layer = hp.block_count as usize;
+        // Per-layer state is sized from block_count: check it against the blocks the file holds
+        // first (a corrupt count of 2^32 - 1 asked for 64 GB and aborted the process).
+        let blocks = g
+            .tensors()
+            .iter()
+            .filter_map(|t| {
+                t.name
+                    .strip_prefix("blk.")?
+                    .split('.')
+                    .next()?
+                    .parse::<usize>()
+                    .ok()
+            })
+            .max()
+            .map_or(0, |b| b + 1);
+        if n_layer == 0 || n_layer > blocks {
+            return Err(shape(format!(
+                "{}.block_count = {n_layer}, but the file holds tensors for {blocks} blocks \
+                 (blk.0 .. blk.{})",
+                hp.arch.name(),
+                blocks.saturating_sub(1)
+            )));
+        }
         let (rope_neox, embd_scale, layers) = match hp.arch {
             Arch::Llama => (
                 false,
@@ -92,6 +115,13 @@ impl ModelConfig {
                 let g3 = hp
                     .gemma3()
                     .ok_or_else(|| shape("gemma3 without its parameters".into()))?;
+                // the attention kernels take the window as a 32-bit int
+                if g3.sliding_window > i32::MAX as u32 {
+                    return Err(shape(format!(
+                        "gemma3.attention.sliding_window = {} does not fit a 32-bit int",
+                        g3.sliding_window
+                    )));
+                }
                 let layers = (0..n_layer as u32)
                     .map(|il| {
                         if g3.is_sliding(il) {

@@ -19,7 +19,7 @@ pub fn latched() -> &'static BTreeMap<String, bool> {
     FLAGS.get_or_init(|| {
         KNOWN
             .iter()
-            .map(|&n| (n.to_string(), std::env::var(n).is_ok_and(|v| v == "1")))
+            .map(|&n| (n.to_string(), crate::kernels::flag_env::flag_on(n)))
             .collect()
     })
 }

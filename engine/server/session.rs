@@ -50,6 +50,11 @@ pub enum LoadError {
         path: String,
         source: crate::sycl::SyclError,
     },
+    #[error("load {path}: default sampling: {source}")]
+    Sampling {
+        path: String,
+        source: crate::sampling::SampleError,
+    },
     #[error("load {path}: ctx {ctx} is larger than the model's training context {train}")]
     Ctx {
         path: String,
@@ -139,6 +144,13 @@ impl Session {
     pub fn load(req: &Load, out: &Out) -> Result<Session, LoadError> {
         let t0 = Instant::now();
         let path = req.model.clone();
+        // the defaults every later `generate` falls back on: refused now, not at each generate
+        super::decode::sampling_params(&req.sampling)
+            .validate()
+            .map_err(|source| LoadError::Sampling {
+                path: path.clone(),
+                source,
+            })?;
         let ticker = Ticker::start(out);
         const STAGES: u64 = 5;
         ticker.stage("gguf", 0, STAGES);
