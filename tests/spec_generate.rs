@@ -198,3 +198,52 @@ fn cancel_stops_between_windows_and_the_next_turn_reuses_the_cache() {
     assert_eq!(r.cached_tokens as usize, prompt.len() + s.tokens.len() - 1);
     assert_eq!(r.prefill_tokens, 1);
 }
+
+#[test]
+fn max_tokens_0_evaluates_the_prompt_and_generates_nothing() {
+    let (name, env, chat) = MODELS[0];
+    let mut m = load(name, env, chat, 1024);
+    let prompt = m.prompt(PROMPTS[0]);
+    let cfg = strata::generate::GenerateConfig {
+        reuse_prefix: true,
+        ..m.config(0, 0)
+    };
+    let mut dec = TokenText::new(&m.tok);
+    let s = m
+        .gen
+        .generate(
+            &prompt,
+            &cfg,
+            &mut dec,
+            &mut strata::generate::NullSink,
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+    println!(
+        "{name}: max_tokens 0: {} tokens out, {} prefilled, stop {:?}",
+        s.tokens.len(),
+        s.prefill_tokens,
+        s.stop
+    );
+    assert!(s.tokens.is_empty());
+    assert_eq!((s.decode_tokens, s.windows), (0, 0));
+    assert_eq!(s.stop, StopReason::MaxTokens);
+    assert_eq!(s.prefill_tokens as usize, prompt.len());
+    // the prompt stays cached: the next turn over it prefills only its last token
+    let mut dec = TokenText::new(&m.tok);
+    let r = m
+        .gen
+        .generate(
+            &prompt,
+            &strata::generate::GenerateConfig {
+                reuse_prefix: true,
+                ..m.config(0, 4)
+            },
+            &mut dec,
+            &mut strata::generate::NullSink,
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+    assert_eq!(r.cached_tokens as usize, prompt.len() - 1);
+    assert_eq!(r.tokens.len(), 4);
+}

@@ -3,8 +3,10 @@
 //! Token ids are random, as llama-bench's. With `-d D` (llama-bench's --n-depth) both tests run
 //! after D tokens already in the cache ("pp512 @ d2048"): decode at depth also reads the KV cache.
 
+use super::common;
 use super::engine_args::EngineArgs;
-use anyhow::Result;
+use anyhow::{bail, Result};
+use std::io::Write;
 use std::time::Instant;
 use strata::sampling::SplitMix64;
 
@@ -18,7 +20,7 @@ pub struct Args {
     /// Generated tokens for the tg test (0 = skip).
     #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
     pub n_gen: usize,
-    /// Repetitions.
+    /// Repetitions (at least 1).
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     pub reps: usize,
     /// Tokens already in the context when each test starts (0 = an empty cache).
@@ -44,14 +46,32 @@ fn mean_sd(v: &[f64]) -> (f64, f64) {
 }
 
 pub fn run(mut a: Args) -> Result<()> {
+    if a.reps == 0 {
+        bail!("-r/--repetitions 0: at least 1 repetition is needed");
+    }
+    // the depth: positions 0..d filled once; every test then starts at d (rolling back to it)
+    let d = a.depth;
+    let need = d + a.n_prompt.max(a.n_gen);
+    let model = a.engine.open()?;
+    let train = model.config.n_ctx_train;
     if a.engine.ctx == 0 {
-        a.engine.ctx = (a.depth + a.n_prompt + a.n_gen).max(16);
+        // no --ctx: room for the tests, which the training context must hold
+        if need > train {
+            bail!(
+                "-d {d} with -p {} / -n {} needs {need} positions, but the model was trained on \
+                 a context of {train}",
+                a.n_prompt,
+                a.n_gen
+            );
+        }
+        a.engine.ctx = (d + a.n_prompt + a.n_gen).max(16).min(train);
     }
     // the process's CPUs, read before the load pins this thread to one (sycl/affinity.rs)
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
-    let (path, mut eng) = a.engine.load_on(a.profile)?;
+    // (an explicit --ctx past the training context is refused here, naming --ctx)
+    let (path, mut eng) = a.engine.load_opened(model, a.profile)?;
     if eng.n_cards() > 1 {
         eprintln!(
             "{}: layers {:?} over {} cards",
@@ -64,14 +84,9 @@ pub fn run(mut a: Args) -> Result<()> {
     let mut rng = SplitMix64::new(42);
     let mut rand_tokens =
         |n: usize| -> Vec<u32> { (0..n).map(|_| (rng.next_u64() % n_vocab) as u32).collect() };
-    // the depth: positions 0..d filled once; every test then starts at d (rolling back to it)
-    let d = a.depth;
-    let need = d + a.n_prompt.max(a.n_gen);
-    let train = eng.config().n_ctx_train;
-    if need > eng.n_ctx() || need > train {
-        anyhow::bail!(
-            "-d {d} with -p {} / -n {} needs {need} positions; the context holds {} (--ctx) and \
-             the model was trained on {train}",
+    if need > eng.n_ctx() {
+        bail!(
+            "-d {d} with -p {} / -n {} needs {need} positions, but the context holds {} (--ctx)",
             a.n_prompt,
             a.n_gen,
             eng.n_ctx()
@@ -93,7 +108,7 @@ pub fn run(mut a: Args) -> Result<()> {
         let toks = rand_tokens(a.n_prompt);
         eng.forward(&toks, d, &[toks.len() - 1])?; // warm-up
         let mut ts = Vec::new();
-        for _ in 0..a.reps.max(1) {
+        for _ in 0..a.reps {
             let t = Instant::now();
             eng.forward(&toks, d, &[toks.len() - 1])?;
             ts.push(a.n_prompt as f64 / t.elapsed().as_secs_f64());
@@ -104,7 +119,7 @@ pub fn run(mut a: Args) -> Result<()> {
         let toks = rand_tokens(a.n_gen);
         eng.forward(&toks[..1], d, &[0])?; // warm-up
         let mut ts = Vec::new();
-        for _ in 0..a.reps.max(1) {
+        for _ in 0..a.reps {
             let t = Instant::now();
             for (i, &tk) in toks.iter().enumerate() {
                 eng.forward(&[tk], d + i, &[0])?;
@@ -113,8 +128,9 @@ pub fn run(mut a: Args) -> Result<()> {
         }
         rows.push((label(format!("tg{}", a.n_gen)), mean_sd(&ts)));
     }
+    let mut out = common::stdout();
     if a.profile {
-        profile_decode(&mut eng, &mut rand_tokens)?;
+        profile_decode(&mut eng, &mut rand_tokens, &mut out)?;
     }
     let name = path
         .file_name()
@@ -124,20 +140,30 @@ pub fn run(mut a: Args) -> Result<()> {
     let params = format!("{:.2} M", eng.n_params() as f64 / 1e6);
     if a.json {
         for (test, (m, sd)) in &rows {
-            println!(
+            writeln!(
+                out,
                 "{}",
                 serde_json::json!({"model": name, "size_bytes": eng.file_bytes(), "params": eng.n_params(),
                     "backend": "SYCL", "device": eng.device_name(), "threads": threads, "test": test,
                     "n_depth": d,
                     "avg_ts": m, "stddev_ts": sd, "repetitions": a.reps})
-            );
+            )?;
         }
         return Ok(());
     }
-    println!("| model | size | params | backend | threads | test | t/s |");
-    println!("| ----- | ---: | -----: | ------- | ------: | ---: | --: |");
+    writeln!(
+        out,
+        "| model | size | params | backend | threads | test | t/s |"
+    )?;
+    writeln!(
+        out,
+        "| ----- | ---: | -----: | ------- | ------: | ---: | --: |"
+    )?;
     for (test, (m, sd)) in &rows {
-        println!("| {name} | {size} | {params} | SYCL | {threads} | {test} | {m:.2} ± {sd:.2} |");
+        writeln!(
+            out,
+            "| {name} | {size} | {params} | SYCL | {threads} | {test} | {m:.2} ± {sd:.2} |"
+        )?;
     }
     Ok(())
 }
@@ -146,6 +172,7 @@ pub fn run(mut a: Args) -> Result<()> {
 fn profile_decode(
     eng: &mut strata::model::Engine,
     rand_tokens: &mut impl FnMut(usize) -> Vec<u32>,
+    out: &mut impl Write,
 ) -> Result<()> {
     const PROMPT: usize = 64;
     const STEPS: usize = 32;
@@ -169,13 +196,14 @@ fn profile_decode(
     let times = q.trace_end()?;
     let dev: f64 = times.iter().map(|k| k.seconds).sum::<f64>() / n as f64;
     let launches: usize = times.iter().map(|k| k.launches).sum::<usize>() / n;
-    println!(
+    writeln!(
+        out,
         "decode step (profiling queue, {n} steps after a {PROMPT}-token prompt): {:.0} us wall, \
          {:.0} us kernel time, {launches} launches, {:.0} us outside kernels",
         wall * 1e6,
         dev * 1e6,
         (wall - dev) * 1e6
-    );
+    )?;
     // The same steps untraced, replayed from the step graph and submitted one by one, so the
     // launch overhead the graph removes is visible next to the breakdown.
     let was = eng.step_graphs_on();
@@ -194,24 +222,32 @@ fn profile_decode(
     };
     let (direct, replayed) = (untraced(false)?, untraced(true)?);
     eng.set_step_graphs(was);
-    println!(
+    writeln!(
+        out,
         "untraced, best of 3 x {n} steps: {:.0} us per step submitted one by one, {:.0} us replayed \
          from the step graph ({:.2}x)",
         direct * 1e6,
         replayed * 1e6,
         direct / replayed
-    );
-    println!("| kernel [global/local] | launches/step | us/step | % of kernel time |");
-    println!("| --------------------- | ------------: | ------: | ---------------: |");
+    )?;
+    writeln!(
+        out,
+        "| kernel [global/local] | launches/step | us/step | % of kernel time |"
+    )?;
+    writeln!(
+        out,
+        "| --------------------- | ------------: | ------: | ---------------: |"
+    )?;
     for k in &times {
-        println!(
+        writeln!(
+            out,
             "| {} | {} | {:.1} | {:.1} |",
             k.label,
             k.launches / n,
             k.seconds / n as f64 * 1e6,
             100.0 * k.seconds / n as f64 / dev
-        );
+        )?;
     }
-    println!();
+    writeln!(out)?;
     Ok(())
 }

@@ -3,12 +3,14 @@
 
 use anyhow::{Context as _, Result};
 use serde::Serialize;
+use std::io::{self, Write};
 use std::time::Instant;
 use strata::sycl::{self, DeviceInfo, DeviceType};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Also partition the CPU device into N sub-devices (partition_equally) and list them.
+    /// Also partition the CPU device into N >= 2 sub-devices (partition_equally) and list them
+    /// (0 or 1: no split, the device whole, as `run --split-cpu 1`).
     #[arg(long, value_name = "N")]
     split_cpu: Option<u32>,
     /// Print JSON instead of text.
@@ -77,11 +79,11 @@ pub fn run(args: Args) -> Result<()> {
     if out.platforms.iter().all(|p| p.devices.is_empty()) {
         anyhow::bail!(sycl::runtime::no_device_message("device"));
     }
-    if let Some(n) = args.split_cpu {
+    if let Some(n) = args.split_cpu.filter(|&n| n >= 2) {
         let cpu = sycl::cpu_device()?;
         let subs = cpu
             .split(n)
-            .with_context(|| format!("splitting the CPU device into {n}"))?;
+            .with_context(|| format!("--split-cpu {n}: splitting the CPU device into {n}"))?;
         out.cpu_split = Some(subs.iter().map(|d| d.info()).collect::<Result<_, _>>()?);
     }
     let dev = sycl::default_device()?;
@@ -121,37 +123,49 @@ pub fn run(args: Args) -> Result<()> {
             cache_dir: std::env::var("SYCL_CACHE_DIR").ok(),
         });
     }
+    let mut w = super::common::stdout();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        writeln!(w, "{}", serde_json::to_string_pretty(&out)?)?;
         return Ok(());
     }
-    println!("SYCL runtime: {}", out.runtime_root);
+    writeln!(w, "SYCL runtime: {}", out.runtime_root)?;
     for (pi, p) in out.platforms.iter().enumerate() {
-        println!(
+        writeln!(
+            w,
             "platform {pi}: {} [{}] ({}, {})",
             p.name, p.backend, p.vendor, p.version
-        );
+        )?;
         for (di, d) in p.devices.iter().enumerate() {
-            print_device(&format!("  device {pi}.{di}"), d);
+            print_device(&mut w, &format!("  device {pi}.{di}"), d)?;
         }
+    }
+    if let Some(n @ (0 | 1)) = args.split_cpu {
+        writeln!(
+            w,
+            "CPU device not split (--split-cpu {n}: the device whole)"
+        )?;
     }
     if let Some(subs) = &out.cpu_split {
-        println!("CPU split into {} sub-devices:", subs.len());
+        writeln!(w, "CPU split into {} sub-devices:", subs.len())?;
         for (i, d) in subs.iter().enumerate() {
-            print_device(&format!("  card {i}"), d);
+            print_device(&mut w, &format!("  card {i}"), d)?;
         }
     }
-    println!("STRATA_VNNI integer-dot products: {}", out.int_dot);
+    writeln!(w, "STRATA_VNNI integer-dot products: {}", out.int_dot)?;
     if let Some(b) = &out.kernel_build {
-        println!("kernel modules built on {}:", b.device);
+        writeln!(w, "kernel modules built on {}:", b.device)?;
         for (name, first, again) in &b.modules {
-            println!("  {name:<16} {first:>8.3} s (rebuild in-process {again:.3} s)");
+            writeln!(
+                w,
+                "  {name:<16} {first:>8.3} s (rebuild in-process {again:.3} s)"
+            )?;
         }
-        println!(
+        writeln!(
+            w,
             "  total {:.3} s (cache dir {})",
             b.total_seconds,
             b.cache_dir.as_deref().unwrap_or("-")
-        );
+        )?;
     }
     eprintln!("({:.2} s)", t0.elapsed().as_secs_f64());
     Ok(())
@@ -167,28 +181,31 @@ fn mib(b: u64) -> String {
     }
 }
 
-fn print_device(label: &str, d: &DeviceInfo) {
+fn print_device(w: &mut impl Write, label: &str, d: &DeviceInfo) -> io::Result<()> {
     let ty = match d.device_type {
         DeviceType::Cpu => "cpu",
         DeviceType::Gpu => "gpu",
         DeviceType::Accelerator => "accelerator",
         DeviceType::Other => "other",
     };
-    println!(
+    writeln!(
+        w,
         "{label}: {} [{} {ty}{}]",
         d.name,
         d.backend,
         if d.is_sub_device { ", sub-device" } else { "" }
-    );
-    println!(
+    )?;
+    writeln!(
+        w,
         "      compute units {}, global mem {}, local mem {}, max alloc {}, max work-group {}",
         d.compute_units,
         mib(d.global_mem),
         mib(d.local_mem),
         mib(d.max_alloc),
         d.max_work_group
-    );
-    println!(
+    )?;
+    writeln!(
+        w,
         "      sub-group sizes {:?}, float vector width {}, fp16 {}, fp64 {}, graphs {}, driver {}",
         d.sub_group_sizes,
         d.native_vector_width_float,
@@ -196,7 +213,7 @@ fn print_device(label: &str, d: &DeviceInfo) {
         yes(d.fp64),
         d.graphs,
         d.driver_version
-    );
+    )
 }
 
 fn yes(b: bool) -> &'static str {

@@ -1,9 +1,11 @@
 //! Options shared by `strata run`, `bench` and `nll`: the model file (default SmolLM2 from setup)
 //! and the engine settings.
 
-use anyhow::{Context, Result};
+use super::common::{check_ctx, open_gguf};
+use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
-use strata::model::{Engine, EngineOptions};
+use strata::gguf::Gguf;
+use strata::model::{Engine, EngineOptions, ModelConfig};
 use strata::sycl::Card;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -11,7 +13,8 @@ pub struct EngineArgs {
     /// GGUF model file (default: SmolLM2-135M-Instruct installed by `make setup`).
     #[arg(short = 'm', long = "model")]
     pub model: Option<PathBuf>,
-    /// KV cache length in tokens (default: min(4096, the model's trained context)).
+    /// KV cache length in tokens, at most the model's training context (default: min(4096, the
+    /// training context)).
     #[arg(long = "ctx", default_value_t = 0)]
     pub ctx: usize,
     /// Rows per prefill step.
@@ -20,8 +23,8 @@ pub struct EngineArgs {
     /// Feed matmuls f32 activations instead of llama.cpp's 8-bit rounded ones.
     #[arg(long)]
     pub f32_act: bool,
-    /// Split the CPU device into N sub-device cards and the layers over them (0 = the default
-    /// device whole). Same logits, bitwise (docs/engine.md, "Layer split across cards").
+    /// Split the CPU device into N >= 2 sub-device cards and the layers over them (0 or 1 = the
+    /// default device whole). Same logits, bitwise (docs/engine.md, "Layer split across cards").
     #[arg(long = "split-cpu", default_value_t = 0)]
     pub split_cpu: u32,
     /// With --split-cpu: layers per card, comma-separated (default: an even split).
@@ -36,6 +39,13 @@ pub struct EngineArgs {
     pub no_graphs: bool,
 }
 
+/// The model file opened and its shape read, before any device work.
+pub struct Opened {
+    pub path: PathBuf,
+    pub gguf: Gguf,
+    pub config: ModelConfig,
+}
+
 impl EngineArgs {
     pub fn model_path(&self) -> Result<PathBuf> {
         match &self.model {
@@ -46,34 +56,51 @@ impl EngineArgs {
         }
     }
 
-    pub fn load(&self) -> Result<(PathBuf, Engine)> {
-        self.load_on(false)
+    /// Whether --split-cpu asks for a split (1 is the device whole, as 0 and the protocol's 1).
+    fn split(&self) -> Option<u32> {
+        (self.split_cpu >= 2).then_some(self.split_cpu)
     }
 
-    /// `load` on a profiling queue when `profiling` (per-kernel timestamps, `Queue::trace_*`).
-    pub fn load_on(&self, profiling: bool) -> Result<(PathBuf, Engine)> {
+    /// Opens the model file and reads its config (`ModelConfig`: training context, vocabulary).
+    pub fn open(&self) -> Result<Opened> {
         let path = self.model_path()?;
+        let gguf = open_gguf(&path)?;
+        let config =
+            ModelConfig::from_gguf(&gguf).with_context(|| format!("loading {}", path.display()))?;
+        Ok(Opened { path, gguf, config })
+    }
+
+    /// Loads an `open`ed model onto the device(s) the options name, on a profiling queue when
+    /// `profiling` (per-kernel timestamps, `Queue::trace_*`). `--ctx` is checked against the
+    /// training context first.
+    pub fn load_opened(&self, m: Opened, profiling: bool) -> Result<(PathBuf, Engine)> {
+        let Opened { path, gguf, config } = m;
+        check_ctx(self.ctx, config.n_ctx_train, &path)?;
         let opts = EngineOptions {
             n_ctx: self.ctx,
             chunk: self.chunk,
             act_round: !self.f32_act,
             keep_gguf: false, // (STRATA_KEEP_GGUF=1 still applies)
         };
-        if self.layer_split.is_some() && self.split_cpu == 0 {
-            anyhow::bail!("--layer-split needs --split-cpu N");
+        if self.layer_split.is_some() && self.split().is_none() {
+            bail!("--layer-split needs --split-cpu N with N >= 2");
         }
-        if profiling && self.split_cpu != 0 {
-            anyhow::bail!("--profile runs on one card: drop --split-cpu");
+        if profiling && self.split().is_some() {
+            bail!("--profile runs on one card: drop --split-cpu");
         }
-        let eng = if self.split_cpu == 0 {
-            let card = strata::sycl::default_device()
-                .and_then(|d| Card::on(d, profiling))
-                .context("opening the SYCL device")?;
-            Engine::load(&path, card, &opts)
-        } else {
-            let cards = Card::split_cpu(self.split_cpu)
-                .with_context(|| format!("splitting the CPU device into {}", self.split_cpu))?;
-            Engine::load_split(&path, cards, self.layer_split.as_deref(), &opts)
+        let eng = match self.split() {
+            None => {
+                let card = strata::sycl::default_device()
+                    .and_then(|d| Card::on(d, profiling))
+                    .context("opening the SYCL device")?;
+                Engine::from_gguf(&gguf, card, &opts)
+            }
+            Some(n) => {
+                let cards = Card::split_cpu(n).with_context(|| {
+                    format!("--split-cpu {n}: splitting the CPU device into {n}")
+                })?;
+                Engine::from_gguf_split(&gguf, cards, self.layer_split.as_deref(), &opts)
+            }
         }
         .with_context(|| format!("loading {}", path.display()))?;
         let mut eng = eng;

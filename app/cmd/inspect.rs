@@ -1,14 +1,18 @@
 //! `strata inspect FILE`: what a GGUF file holds: architecture and hyper-parameters, tokenizer,
 //! chat template, tensors by type; `--tensors` lists every tensor, `--metadata` every key,
 //! `--json` prints the same as one JSON object. Any problem with the file ends in an error naming
-//! the field (exit 1), after whatever could be shown.
+//! the field (exit 1), after whatever could be shown. A closed stdout (`| head -1`) ends it
+//! with "writing to stdout: Broken pipe" (exit 1).
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use serde_json::{json, Value as Json};
 use strata::gguf::{ArchParams, GgmlType, Gguf, HParams, MERGES_KEY, TOKENS_KEY};
+
+use super::common;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -26,9 +30,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let g = Gguf::open(&args.file)?;
+    let g = common::open_gguf(&args.file)?;
     let hparams = HParams::from_gguf(&g);
     let report = Report::new(&g)?;
+    let mut out = common::stdout_buffered();
     if args.json {
         let mut j = report.json(&g, &hparams);
         if args.tensors {
@@ -47,33 +52,36 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .map(|(k, v)| json!({"key": k, "type": v.type_name(), "value": v.to_string()}))
                 .collect();
         }
-        println!("{}", serde_json::to_string_pretty(&j)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&j)?)?;
     } else {
-        report.print_text(&g, &hparams);
+        report.print_text(&g, &hparams, &mut out)?;
         if args.metadata {
-            println!("\nmetadata ({} keys):", g.n_metadata());
+            writeln!(out, "\nmetadata ({} keys):", g.n_metadata())?;
             for (k, v) in g.metadata() {
-                println!("  {k:<48} {:<16} {v}", v.type_name());
+                writeln!(out, "  {k:<48} {:<16} {v}", v.type_name())?;
             }
         }
         if args.tensors {
-            println!(
+            writeln!(
+                out,
                 "\n{:<48} {:<8} {:<28} {:>12} {:>12}",
                 "tensor", "type", "dims", "bytes", "offset"
-            );
+            )?;
             for t in g.tensors() {
                 let dims = format!("{:?}", t.dims);
-                println!(
+                writeln!(
+                    out,
                     "{:<48} {:<8} {:<28} {:>12} {:>12}",
                     t.name,
                     t.ggml_type.name(),
                     dims,
                     t.n_bytes,
                     t.file_offset
-                );
+                )?;
             }
         }
     }
+    out.flush()?;
     // The rest of the report is out; now a bad or unsupported architecture fails the command.
     hparams.with_context(|| "hyper-parameters".to_string())?;
     Ok(())
@@ -139,67 +147,76 @@ impl Report {
         })
     }
 
-    fn print_text(&self, g: &Gguf, h: &Result<HParams, strata::gguf::GgufError>) {
+    fn print_text(
+        &self,
+        g: &Gguf,
+        h: &Result<HParams, strata::gguf::GgufError>,
+        out: &mut impl Write,
+    ) -> std::io::Result<()> {
         let path = g
             .path()
             .map(|p| p.display().to_string())
             .unwrap_or_default();
-        println!("file:          {path}");
-        println!(
+        writeln!(out, "file:          {path}")?;
+        writeln!(
+            out,
             "format:        GGUF v{}, {} bytes, alignment {}, data at {}",
             g.version(),
             g.file_len(),
             g.alignment(),
             g.data_offset()
-        );
+        )?;
         let name = g.opt_str("general.name").ok().flatten().unwrap_or("-");
         let arch = g
             .opt_str("general.architecture")
             .ok()
             .flatten()
             .unwrap_or("(none)");
-        println!("architecture:  {arch} ({name})");
+        writeln!(out, "architecture:  {arch} ({name})")?;
         match h {
             Ok(h) => {
-                println!("hyper-parameters:");
+                writeln!(out, "hyper-parameters:")?;
                 for (k, v) in hparam_rows(h) {
-                    println!("  {k:<24} {v}");
+                    writeln!(out, "  {k:<24} {v}")?;
                 }
             }
-            Err(e) => println!("hyper-parameters: error: {e}"),
+            Err(e) => writeln!(out, "hyper-parameters: error: {e}")?,
         }
         let t = &self.tok;
         let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
         let count = |v: Option<usize>| v.map_or("-".to_string(), |n| n.to_string());
-        println!(
+        writeln!(
+            out,
             "tokenizer:     model {}, pre-tokenizer {}, {} tokens, {} merges",
             opt(&t.model),
             opt(&t.pre),
             count(t.n_tokens),
             count(t.n_merges)
-        );
+        )?;
         for (name, id, text) in &t.special {
-            println!(
+            writeln!(
+                out,
                 "  {name:<10} {id:>7} {}",
                 text.as_deref()
                     .map(|s| format!("{s:?}"))
                     .unwrap_or_default()
-            );
+            )?;
         }
         match t.chat_template_len {
-            Some(n) => println!("chat template: present ({n} bytes)"),
-            None => println!("chat template: none"),
+            Some(n) => writeln!(out, "chat template: present ({n} bytes)")?,
+            None => writeln!(out, "chat template: none")?,
         }
-        println!(
+        writeln!(
+            out,
             "tensors:       {} tensors, {} bytes ({:.1} MiB)",
             g.tensors().len(),
             self.total_bytes,
             self.total_bytes as f64 / 1048576.0
-        );
+        )?;
         for (ty, (n, bytes)) in &self.by_type {
-            println!("  {:<8} {n:>5} tensors {bytes:>12} bytes", ty.name());
+            writeln!(out, "  {:<8} {n:>5} tensors {bytes:>12} bytes", ty.name())?;
         }
-        println!("metadata:      {} keys", g.n_metadata());
+        writeln!(out, "metadata:      {} keys", g.n_metadata())
     }
 
     fn json(&self, g: &Gguf, h: &Result<HParams, strata::gguf::GgufError>) -> Json {

@@ -2,10 +2,11 @@
 //! consecutive chunks of --ctx tokens (each chunk from an empty cache, BOS first when the model
 //! adds one). `--half` scores only the second half of each chunk, as llama-perplexity does.
 
+use super::common;
 use super::engine_args::EngineArgs;
 use anyhow::{bail, Context, Result};
+use std::io::Write;
 use std::path::PathBuf;
-use strata::tokenizer::Tokenizer;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -14,7 +15,8 @@ pub struct Args {
     /// Text file to score.
     #[arg(short = 'f', long = "file")]
     pub file: PathBuf,
-    /// Score only the second half of each chunk (llama-perplexity's convention).
+    /// Score only the second half of each chunk (llama-perplexity's convention; needs --ctx 3
+    /// or more).
     #[arg(long)]
     pub half: bool,
 }
@@ -31,17 +33,37 @@ fn nll(logits: &[f32], target: u32) -> f64 {
     lse - logits[target as usize] as f64
 }
 
+/// Rows scored in a chunk of `n_ctx` tokens: row r predicts token r + 1, so the last row
+/// predicts nothing; with `half` the rows start at the middle one.
+fn scored_per_chunk(n_ctx: usize, half: bool) -> usize {
+    let first = if half { n_ctx / 2 } else { 0 };
+    n_ctx.saturating_sub(1).saturating_sub(first)
+}
+
 pub fn run(mut a: Args) -> Result<()> {
-    if a.engine.ctx == 0 {
-        a.engine.ctx = 512;
-    }
-    let n_ctx = a.engine.ctx;
     let text = std::fs::read_to_string(&a.file)
         .with_context(|| format!("reading {}", a.file.display()))?;
-    let (path, mut eng) = a.engine.load()?;
-    let tok = Tokenizer::from_gguf_path(&path)?;
+    let model = a.engine.open()?;
+    if a.engine.ctx == 0 {
+        a.engine.ctx = 512.min(model.config.n_ctx_train);
+    }
+    let n_ctx = a.engine.ctx;
+    if scored_per_chunk(n_ctx, a.half) == 0 {
+        let (with, what, least) = if a.half {
+            (" with --half", "only the tokens after its middle one", 3)
+        } else {
+            ("", "every token after its first", 2)
+        };
+        bail!(
+            "--ctx {n_ctx}{with} leaves no token to score: a {n_ctx}-token chunk scores \
+             {what} (none here); use --ctx {least} or more"
+        );
+    }
+    let tok = common::tokenizer(&model.gguf, &model.path)?;
+    let (_, mut eng) = a.engine.load_opened(model, false)?;
     let ids = tok.encode(&text, false, false);
     let bos = if tok.add_bos() { tok.bos() } else { None };
+    // n_ctx >= 2 (scored_per_chunk > 0 above), so a chunk holds at least one token of the text
     let per_chunk = n_ctx - usize::from(bos.is_some());
     if ids.len() < per_chunk {
         bail!(
@@ -73,8 +95,16 @@ pub fn run(mut a: Args) -> Result<()> {
             rows.len()
         );
     }
+    if count == 0 {
+        bail!(
+            "{}: no token scored with --ctx {n_ctx}{}",
+            a.file.display(),
+            if a.half { " --half" } else { "" }
+        );
+    }
     let mean = sum / count as f64;
-    println!(
+    writeln!(
+        common::stdout(),
         "{}: {} tokens scored in {} chunks of {n_ctx}{}: mean NLL {mean:.4}, perplexity {:.4} ({:.1} s)",
         a.file.display(),
         count,
@@ -82,6 +112,6 @@ pub fn run(mut a: Args) -> Result<()> {
         if a.half { " (second halves)" } else { "" },
         mean.exp(),
         t0.elapsed().as_secs_f64()
-    );
+    )?;
     Ok(())
 }

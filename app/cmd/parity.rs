@@ -30,7 +30,7 @@ pub struct Args {
     /// into the disk cache, e.g. `1/2`, and exit.
     #[arg(long, hide = true, value_name = "I/N")]
     prebuild_share: Option<String>,
-    /// Timed repetitions per figure (the median is printed).
+    /// Timed repetitions per figure (the median is printed; at least 1).
     #[arg(long, default_value_t = 5)]
     reps: usize,
 }
@@ -47,6 +47,9 @@ pub fn run(a: Args) -> Result<()> {
         return match a.family {
             Family::MmvqKreg => mmvq_kreg::prebuild_share(share, of),
         };
+    }
+    if a.reps == 0 && (a.bench || a.sweep) {
+        bail!("--reps 0: --bench and --sweep need at least 1 repetition");
     }
     if !(a.selftest || a.bench || a.sweep) {
         bail!(

@@ -1,15 +1,16 @@
 //! `strata run`: generate from a prompt, streaming text to stdout; one stats line on stderr.
 
+use super::common;
 use super::engine_args::EngineArgs;
 use anyhow::{bail, Context, Result};
 use std::io::Write;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use strata::generate::{
     GenSink, GenerateConfig, Generator, StopReason, TokenText, TurnStats, WindowStats,
 };
 use strata::sampling::SamplingParams;
 use strata::spec::{Drafter, MtpOptions, NgramDrafter};
-use strata::tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
+use strata::tokenizer::{ChatMessage, ChatTemplate};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -60,18 +61,22 @@ pub struct Args {
     pub stats: bool,
 }
 
-/// Streams text to stdout; with --stats, one line per verify window to stderr.
-struct Print {
+/// Streams text to stdout; with --stats, one line per verify window to stderr. A failed write
+/// (a closed pipe: `strata run ... | head -c 5`) is kept for the command's error and cancels the
+/// generation: nobody reads the rest.
+struct Print<'a> {
     stats: bool,
     n: u32,
     err: Option<std::io::Error>,
+    cancel: &'a AtomicBool,
 }
 
-impl GenSink for Print {
+impl GenSink for Print<'_> {
     fn text(&mut self, piece: &str) {
         let mut out = std::io::stdout().lock();
         if let Err(e) = write!(out, "{piece}").and_then(|_| out.flush()) {
             self.err.get_or_insert(e);
+            self.cancel.store(true, Ordering::Relaxed);
         }
     }
     fn window(&mut self, w: &WindowStats) {
@@ -111,9 +116,9 @@ fn print_turn(s: &TurnStats) {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let (path, eng) = a.engine.load()?;
-    let tok = Tokenizer::from_gguf_path(&path)
-        .with_context(|| format!("tokenizer of {}", path.display()))?;
+    let model = a.engine.open()?;
+    let tok = common::tokenizer(&model.gguf, &model.path)?;
+    let (path, eng) = a.engine.load_opened(model, false)?;
     let (ids, stops, stop_ids) = if a.chat {
         let r = ChatTemplate::from_tokenizer(&tok)
             .render(&[ChatMessage::new("user", a.prompt.as_str())], true);
@@ -168,22 +173,18 @@ pub fn run(a: Args) -> Result<()> {
         stop_strings: stops,
         reuse_prefix: false,
     };
+    let cancel = AtomicBool::new(false);
     let mut sink = Print {
         stats: a.stats,
         n: 0,
         err: None,
+        cancel: &cancel,
     };
-    let s = gen.generate(
-        &ids,
-        &cfg,
-        &mut TokenText::new(&tok),
-        &mut sink,
-        &AtomicBool::new(false),
-    )?;
+    let s = gen.generate(&ids, &cfg, &mut TokenText::new(&tok), &mut sink, &cancel)?;
     if let Some(e) = sink.err {
         return Err(e).context("writing to stdout");
     }
-    println!();
+    writeln!(common::stdout())?;
     if a.stats {
         print_turn(&s);
         for d in gen.devices() {

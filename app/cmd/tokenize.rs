@@ -1,9 +1,12 @@
 //! `strata tokenize`: a debugging view of a model's tokenizer and chat template.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use strata::tokenizer::{ChatMessage, ChatTemplate, TokenType, Tokenizer};
+use strata::tokenizer::{ChatMessage, ChatTemplate, TokenType};
+
+use super::common;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -31,23 +34,35 @@ pub struct Args {
     /// Recognise control-token text such as <|im_start|> (plain text mode).
     #[arg(long)]
     parse_special: bool,
-    /// Decode these space-separated ids instead of tokenizing.
+    /// Decode these space-separated ids (each below the vocabulary size) instead of tokenizing.
     #[arg(long, conflicts_with_all = ["text", "file", "chat"])]
     decode: Option<String>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let tok = Tokenizer::from_gguf_path(&a.model)
-        .with_context(|| format!("loading tokenizer of {}", a.model.display()))?;
+    let tok = common::tokenizer_of(&a.model)?;
+    let mut out = common::stdout_buffered();
     if let Some(list) = &a.decode {
+        let n_vocab = tok.vocab_size();
         let ids = list
             .split_whitespace()
             .map(|s| {
-                s.parse::<u32>()
-                    .with_context(|| format!("--decode: `{s}` is not a token id"))
+                let id = s
+                    .parse::<u32>()
+                    .with_context(|| format!("--decode: `{s}` is not a token id"))?;
+                if id as usize >= n_vocab {
+                    bail!(
+                        "--decode: token id {id} is out of range: the vocabulary of {} has {n_vocab} \
+                         tokens (ids 0 to {})",
+                        a.model.display(),
+                        n_vocab.saturating_sub(1)
+                    );
+                }
+                Ok(id)
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        println!("{}", tok.decode(&ids, true));
+        writeln!(out, "{}", tok.decode(&ids, true))?;
+        out.flush()?;
         return Ok(());
     }
     let text = match (&a.text, &a.file) {
@@ -68,10 +83,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             eprintln!("warning: {w}");
         }
         if !a.ids {
-            println!(
+            writeln!(
+                out,
                 "template: {}\nstops: {:?} (ids {:?})\n--- prompt ---\n{}--- end ---",
                 r.template_name, r.stops, r.stop_ids, r.prompt
-            );
+            )?;
         }
         tok.encode_prompt(&r.prompt)
     } else {
@@ -79,14 +95,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     if a.ids {
         let s: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
-        println!("{}", s.join(" "));
-        return Ok(());
+        writeln!(out, "{}", s.join(" "))?;
+    } else {
+        writeln!(out, "{} tokens", ids.len())?;
+        for id in &ids {
+            let ty = tok.token_type(*id).unwrap_or(TokenType::Undefined);
+            let piece = String::from_utf8_lossy(tok.piece(*id, true)).into_owned();
+            writeln!(out, "{id:>8}  {:<11} {:?}", format!("{ty:?}"), piece)?;
+        }
     }
-    println!("{} tokens", ids.len());
-    for id in &ids {
-        let ty = tok.token_type(*id).unwrap_or(TokenType::Undefined);
-        let piece = String::from_utf8_lossy(tok.piece(*id, true)).into_owned();
-        println!("{id:>8}  {:<11} {:?}", format!("{ty:?}"), piece);
-    }
+    out.flush()?;
     Ok(())
 }

@@ -235,6 +235,14 @@ impl Generator {
         stats.prefill_ms = ms_since(t0);
         stats.prefill_tokens = (prompt.len() - reuse) as u32;
         stats.cached_tokens = reuse as u32;
+        if cfg.max_tokens == 0 {
+            // nothing asked for (`run -n 0`, `max_tokens: 0`): the prompt is evaluated and
+            // kept in the cache, and no token is sampled
+            out.finish();
+            stats.finish();
+            self.cached = prompt.to_vec();
+            return Ok(stats);
+        }
         let first = sampler.sample(&logits[0])?;
         sampler.accept(first);
         let mut seq: Vec<u32> = prompt.to_vec();

@@ -1,8 +1,10 @@
 //! `strata parity mmvq-kreg`: the KREG mmvq kernels (engine/kernels/mmvq_kreg.rs) against the
 //! default mmvq kernels and the f64 reference (`matrix_ref`), on random weight bytes.
 
+use crate::cmd::common;
 use anyhow::{bail, Context as _, Result};
 use rand::{rngs::StdRng, Rng, RngCore, SeedableRng};
+use std::io::Write;
 use std::time::Instant;
 use strata::kernels::mmvq_kreg::{
     kreg_declines, kreg_launch, kreg_prebuild, set_kreg_override, Geometry,
@@ -47,11 +49,12 @@ struct Dev {
 }
 
 fn device() -> Result<Dev> {
+    let mut out = common::stdout();
     let dev = sycl::default_device().context("no SYCL device (see `strata devices`)")?;
     let ctx = Context::new(std::slice::from_ref(&dev))?;
     let q = ctx.queue(&dev)?;
     let k = MatrixKernels::new(&ctx);
-    println!("device: {}", dev.info()?.name);
+    writeln!(out, "device: {}", dev.info()?.name)?;
     Ok(Dev { _ctx: ctx, q, k })
 }
 
@@ -145,9 +148,10 @@ fn selftest_matrices() -> Vec<(u32, usize)> {
 /// `--prebuild-share I/N`: build share I of N of the self-test's KREG modules (into the disk
 /// cache) and exit; the self-test starts these itself.
 pub fn prebuild_share(share: usize, of: usize) -> Result<()> {
+    let mut out = common::stdout();
     let d = device()?;
     let n = kreg_prebuild(&d.q, &selftest_matrices(), share, of)?;
-    println!("built share {share}/{of}: {n} KREG modules");
+    writeln!(out, "built share {share}/{of}: {n} KREG modules")?;
     Ok(())
 }
 
@@ -157,6 +161,7 @@ pub fn prebuild_share(share: usize, of: usize) -> Result<()> {
 /// cache while this process builds share 0; the cases then find every module built or cached.
 /// A child that fails only costs time: the cases build whatever is missing themselves.
 fn prebuild(d: &Dev) -> Result<()> {
+    let mut out = common::stdout();
     let t0 = Instant::now();
     let of = if strata::sycl::runtime::disk_cache_dir().is_some() {
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -195,19 +200,24 @@ fn prebuild(d: &Dev) -> Result<()> {
     }
     // the children's shares come from the disk cache now (about 0.5 s each)
     let all = kreg_prebuild(&d.q, &selftest_matrices(), 0, 1)?;
-    println!(
+    writeln!(
+        out,
         "KREG modules: {all} ({mine} built here, {of} process(es)) in {:.1} s",
         t0.elapsed().as_secs_f64()
-    );
+    )?;
     Ok(())
 }
 
 pub fn selftest() -> Result<()> {
+    let mut out = common::stdout();
     let d = device()?;
     let mut rng = StdRng::seed_from_u64(0x6b726567);
     let (mut cases, mut passed, mut differ) = (0usize, 0usize, 0usize);
     let (mut worst_def, mut worst_kreg) = (0f64, 0f64);
-    println!("bound: |y - ref| <= {EPS:e} * sum |w x| per output (ref: f64 over the same bytes)");
+    writeln!(
+        out,
+        "bound: |y - ref| <= {EPS:e} * sum |w x| per output (ref: f64 over the same bytes)"
+    )?;
     prebuild(&d)?;
     for &(name, tid) in FORMATS {
         for &(n_out, n_in) in SHAPES {
@@ -255,21 +265,23 @@ pub fn selftest() -> Result<()> {
                 }
             }
             differ += n_differ;
-            println!("{line}  KREG != default in {n_differ}/8");
+            writeln!(out, "{line}  KREG != default in {n_differ}/8")?;
             for f in fails {
-                println!("  FAIL {name} ({n_out}, {n_in}) {f}");
+                writeln!(out, "  FAIL {name} ({n_out}, {n_in}) {f}")?;
             }
         }
     }
-    println!(
+    writeln!(
+        out,
         "worst err/sum|wx|: default {worst_def:.2e}, KREG {worst_kreg:.2e} (bound {EPS:e}); \
          T-column KREG calls compared bitwise with one-column calls in every case"
-    );
+    )?;
     // KREG must have been reached: its summation order differs, so most results differ bitwise.
     let reached = differ * 2 > cases;
-    println!(
+    writeln!(
+        out,
         "KREG result differs from the default kernels in {differ}/{cases} cases (must be most)"
-    );
+    )?;
     let mut checks = cases + 1;
     passed += reached as usize;
     for &(name, tid) in FORMATS {
@@ -278,7 +290,7 @@ pub fn selftest() -> Result<()> {
             passed += 1;
         }
     }
-    println!("mmvq-kreg selftest: PASS {passed}/{checks}");
+    writeln!(out, "mmvq-kreg selftest: PASS {passed}/{checks}")?;
     if passed != checks {
         bail!(
             "mmvq-kreg selftest: {} of {checks} checks failed",
@@ -292,6 +304,7 @@ pub fn selftest() -> Result<()> {
 /// the changed bytes, compared with the reference of the clean bytes, must fail the bound there
 /// (and only there).
 fn power_check(d: &Dev, rng: &mut StdRng, name: &str, tid: u32) -> Result<bool> {
+    let mut out = common::stdout();
     let (n_out, n_in, row) = (16usize, 2560usize, 5usize);
     let clean = random_weights(rng, tid, n_out, n_in)?;
     let x = random_acts(rng, n_in);
@@ -327,12 +340,13 @@ fn power_check(d: &Dev, rng: &mut StdRng, name: &str, tid: u32) -> Result<bool> 
             .map(ratio)
             .fold(0.0, f64::max);
         let good = hit > EPS && others <= EPS;
-        println!(
+        writeln!(
+            out,
             "power check {name:6} {label:7}: one scale step in row {row}: err/sum|wx| {hit:.2e} \
              ({}x the bound), other rows {others:.1e}: {}",
             (hit / EPS).round(),
             if good { "caught" } else { "MISSED" }
-        );
+        )?;
         ok &= good;
     }
     Ok(ok)
@@ -411,13 +425,18 @@ fn time_us(
 }
 
 pub fn bench(reps: usize) -> Result<()> {
+    let mut out = common::stdout();
     let d = device()?;
     let mut rng = StdRng::seed_from_u64(0xbe7c);
-    println!(
+    writeln!(
+        out,
         "us per call, default -> KREG (median of {reps}; random weights, copies rotated past L3)"
-    );
-    println!("| format, shape (n_in x n_out) | 1 column | 2 | 4 | 6 |");
-    println!("|---|---|---|---|---|");
+    )?;
+    writeln!(
+        out,
+        "| format, shape (n_in x n_out) | 1 column | 2 | 4 | 6 |"
+    )?;
+    writeln!(out, "|---|---|---|---|---|")?;
     for &(name, tid, n_out, n_in, label) in BENCH {
         let mut b = bed(&d, &mut rng, name, tid, n_out, n_in)?;
         let mut row = format!("| {label} |");
@@ -442,7 +461,7 @@ pub fn bench(reps: usize) -> Result<()> {
             ));
             row += &format!(" {:.0} -> {:.0} |", us[0], us[1]);
         }
-        println!("{row}");
+        writeln!(out, "{row}")?;
         eprintln!(
             "  {label}: weight stream GB/s default/KREG at T=1,2,4,6: {}",
             gbs.join(" ")
@@ -454,16 +473,17 @@ pub fn bench(reps: usize) -> Result<()> {
 /// KREG's rows per tile and work-group cap at the bench shape (2560 x 10240) per format and
 /// column count: the table `Geometry::choose` encodes.
 pub fn sweep(reps: usize) -> Result<()> {
+    let mut out = common::stdout();
     let d = device()?;
     let mut rng = StdRng::seed_from_u64(0x5eeb);
     let (n_out, n_in) = (10240, 2560);
-    println!("KREG us per call at {n_in} x {n_out} (median of {reps}); columns: rows per tile / tiles per group");
+    writeln!(out, "KREG us per call at {n_in} x {n_out} (median of {reps}); columns: rows per tile / tiles per group")?;
     let geoms: Vec<(usize, usize)> = [2, 4, 8]
         .iter()
         .flat_map(|&r| [8, 64].map(|g| (r, g)))
         .collect();
     let head: Vec<String> = geoms.iter().map(|(r, g)| format!("R{r}/W{g}")).collect();
-    println!("| format | T | {} | chosen |", head.join(" | "));
+    writeln!(out, "| format | T | {} | chosen |", head.join(" | "))?;
     for &(name, tid) in FORMATS {
         let mut b = bed(&d, &mut rng, name, tid, n_out, n_in)?;
         for t in [1, 2, 4, 6, 8] {
@@ -481,7 +501,7 @@ pub fn sweep(reps: usize) -> Result<()> {
                 row += &format!(" {us:.0} |");
             }
             let c = Geometry::choose(tid, n_in, t);
-            println!("{row} R{}/W{} |", c.rows, c.tiles);
+            writeln!(out, "{row} R{}/W{} |", c.rows, c.tiles)?;
         }
     }
     Ok(())
