@@ -196,8 +196,48 @@ fn parse(line: &str, defaults: &Sampling) -> Result<Request, (Option<u64>, Strin
     }
     match decode_request(&v.to_string()) {
         Ok(r) => Ok(r),
-        Err(e) => Err((gen_id, format!("bad request: {}", e.source))),
+        Err(e) => {
+            let kind = v.get("type").and_then(|t| t.as_str()).unwrap_or("?");
+            let field = match bad_field(&v, &[]) {
+                Some(f) => format!(", field \"{f}\""),
+                None => String::new(),
+            };
+            Err((gen_id, format!("bad request ({kind}{field}): {}", e.source)))
+        }
     }
+}
+
+/// The field that makes `v` fail to decode, as a dotted path ("sampling.top_k"): serde's message
+/// names the bad value and the type it wanted but not the key (an internally tagged enum reports
+/// every error at the end of the object). A field is the culprit when the request decodes, or
+/// only misses that field, once it is taken out; an object-valued culprit is searched one level
+/// down. None when no single field explains it. A handful of re-parses, on an error path only.
+fn bad_field(v: &serde_json::Value, path: &[&str]) -> Option<String> {
+    let here = path.iter().try_fold(v, |o, k| o.get(k))?.as_object()?;
+    for k in here
+        .keys()
+        .filter(|k| path.is_empty() && *k != "type" || !path.is_empty())
+    {
+        let mut w = v.clone();
+        let mut o = &mut w;
+        for p in path {
+            o = o.get_mut(p)?;
+        }
+        o.as_object_mut()?.remove(k);
+        let explained = match decode_request(&w.to_string()) {
+            Ok(_) => true,
+            Err(e) => e
+                .source
+                .to_string()
+                .contains(&format!("missing field `{k}`")),
+        };
+        if explained {
+            let mut deeper: Vec<&str> = path.to_vec();
+            deeper.push(k);
+            return Some(bad_field(v, &deeper).unwrap_or_else(|| deeper.join(".")));
+        }
+    }
+    None
 }
 
 fn worker(rx: mpsc::Receiver<Job>, out: Out, shared: Arc<Shared>) {
@@ -271,6 +311,31 @@ fn run_job(job: Job, session: &mut Option<Session>, out: &Out, shared: &Shared) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bad_field_is_named() {
+        let d = Sampling::default();
+        for (line, kind, field) in [
+            (r#"{"type":"generate","id":"x"}"#, "generate", "id"),
+            (r#"{"type":"cancel","id":-1}"#, "cancel", "id"),
+            (
+                r#"{"type":"generate","id":3,"messages":[],"sampling":{"top_k":"many"}}"#,
+                "generate",
+                "sampling.top_k",
+            ),
+            (r#"{"type":"load","model":7}"#, "load", "model"),
+        ] {
+            let (_, msg) = parse(line, &d).expect_err(line);
+            println!("{line} -> {msg}");
+            assert!(
+                msg.starts_with(&format!("bad request ({kind}, field \"{field}\"): ")),
+                "{msg}"
+            );
+        }
+        // a generate with a readable id keeps it, so its turn can be ended
+        let (id, _) = parse(r#"{"type":"generate","id":4,"messages":5}"#, &d).unwrap_err();
+        assert_eq!(id, Some(4));
+    }
 
     #[test]
     fn generate_takes_missing_sampling_fields_from_the_load() {
