@@ -30,11 +30,14 @@ pub fn render(app: &App, f: &mut Frame, area: Rect, cursor: usize) {
             Span::styled(format!(" {}", p.description), theme::TEXT),
             Span::styled(if current { "  (current)" } else { "" }, theme::OK),
         ]));
-        let spec = if p.spec > 0 {
+        let mut spec = if p.spec > 0 {
             format!("spec {}", p.spec)
         } else {
             "no spec".into()
         };
+        if let Some(n) = p.split_cpu.filter(|&n| n >= 2) {
+            spec.push_str(&format!(" · {n} cards"));
+        }
         lines.push(Line::from(Span::styled(
             format!(
                 "    {} · ctx {} · T {} · {} · {} · {}",
