@@ -104,12 +104,16 @@ fn build_app(opts: &Options, history: &HistoryStore) -> App {
     }
     if let Some(m) = &opts.model {
         preset.model = Some(m.to_string_lossy().into_owned());
-    } else if let Some(c) = resumed
-        .as_ref()
-        .filter(|c| std::path::Path::new(&c.model).is_file())
-    {
-        // (the model that wrote it, e.g. one given with --model then; a moved file: the preset's)
-        preset.model = Some(c.model.clone());
+    } else if let Some(c) = &resumed {
+        // the model that wrote it (e.g. one given with --model then); a moved file: the preset's
+        if std::path::Path::new(&c.model).is_file() {
+            preset.model = Some(c.model.clone());
+        } else if notice.is_none() && !c.model.is_empty() {
+            notice = Some(format!(
+                "conversation {}: its model {} is not there, using the preset's",
+                c.id, c.model
+            ));
+        }
     }
     let now = history::now_unix();
     let mut app = App::new(preset, store.presets.clone(), history.new_id(now), now);

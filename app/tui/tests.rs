@@ -765,6 +765,14 @@ fn resume_goes_on_under_the_conversations_preset_and_model() {
         app.banner
     );
     assert_eq!(app.messages.len(), c.messages.len());
+    // a model file that moved: the preset's model, said so
+    c.preset = "spec-ab".into();
+    std::fs::remove_file(&model).unwrap();
+    history.save(&c).unwrap();
+    let app = resume(None);
+    assert_eq!(app.preset.name, "spec-ab");
+    assert_eq!(app.preset.model.as_deref(), Some("$STRATA_MODEL_SMOLLM2"));
+    assert!(app.banner[0].contains("is not there"), "{:?}", app.banner);
 }
 
 #[test]
