@@ -277,3 +277,38 @@ fn a_missing_model_file_is_one_line_naming_it_once() {
         assert_eq!(err.matches(nope.as_str()).count(), 1, "{err}");
     }
 }
+
+#[test]
+fn inspect_reports_a_file_the_engine_would_not_load_after_the_report() {
+    // the real model with llama.block_count = 2^32 - 1 (its u32 follows the key and the type id)
+    let mut b = std::fs::read(model()).expect("reading the model");
+    let key = b"llama.block_count";
+    let at = b
+        .windows(key.len())
+        .position(|w| w == key)
+        .expect("the key is in the file")
+        + key.len()
+        + 4;
+    b[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bad = dir.path().join("blocks.gguf");
+    std::fs::write(&bad, &b).expect("writing the patched model");
+    let out = strata(&["inspect", bad.to_str().expect("UTF-8 path")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{}", stderr(&out));
+    assert!(
+        stdout.contains("block_count"),
+        "the report is printed first: {stdout}"
+    );
+    assert_error(
+        &out,
+        &[
+            "would not load",
+            "llama.block_count = 4294967295",
+            "30 blocks",
+        ],
+    );
+    // the unpatched file still inspects cleanly
+    let ok = strata(&["inspect", &model_arg()]);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+}

@@ -84,7 +84,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     out.flush()?;
     // The rest of the report is out; now a bad or unsupported architecture fails the command.
     hparams.with_context(|| "hyper-parameters".to_string())?;
-    Ok(())
+    // ... and so does a shape the model engine would refuse to load (e.g. a block_count past the
+    // blocks the file holds). An architecture the engine does not run is not an error here.
+    match strata::model::ModelConfig::from_gguf(&g) {
+        Ok(_) | Err(strata::model::ConfigError::Unsupported { .. }) => Ok(()),
+        Err(e) => Err(e).context("the model engine would not load this file"),
+    }
 }
 
 struct Tokenizer {
