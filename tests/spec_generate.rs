@@ -178,17 +178,7 @@ fn cancel_stops_between_windows_and_the_next_turn_reuses_the_cache() {
         reuse_prefix: true,
         ..cfg.clone()
     };
-    let mut dec = TokenText::new(&m.tok);
-    let r = m
-        .gen
-        .generate(
-            &longer,
-            &reuse,
-            &mut dec,
-            &mut strata::generate::NullSink,
-            &AtomicBool::new(false),
-        )
-        .unwrap();
+    let r = m.next_turn(&longer, &reuse);
     println!(
         "{name}: cancelled after {} tokens; the next turn reused {} cached tokens and prefilled {}",
         s.tokens.len(),
@@ -208,17 +198,7 @@ fn max_tokens_0_evaluates_the_prompt_and_generates_nothing() {
         reuse_prefix: true,
         ..m.config(0, 0)
     };
-    let mut dec = TokenText::new(&m.tok);
-    let s = m
-        .gen
-        .generate(
-            &prompt,
-            &cfg,
-            &mut dec,
-            &mut strata::generate::NullSink,
-            &AtomicBool::new(false),
-        )
-        .unwrap();
+    let s = m.next_turn(&prompt, &cfg);
     println!(
         "{name}: max_tokens 0: {} tokens out, {} prefilled, stop {:?}",
         s.tokens.len(),
@@ -230,20 +210,13 @@ fn max_tokens_0_evaluates_the_prompt_and_generates_nothing() {
     assert_eq!(s.stop, StopReason::MaxTokens);
     assert_eq!(s.prefill_tokens as usize, prompt.len());
     // the prompt stays cached: the next turn over it prefills only its last token
-    let mut dec = TokenText::new(&m.tok);
-    let r = m
-        .gen
-        .generate(
-            &prompt,
-            &strata::generate::GenerateConfig {
-                reuse_prefix: true,
-                ..m.config(0, 4)
-            },
-            &mut dec,
-            &mut strata::generate::NullSink,
-            &AtomicBool::new(false),
-        )
-        .unwrap();
+    let r = m.next_turn(
+        &prompt,
+        &strata::generate::GenerateConfig {
+            reuse_prefix: true,
+            ..m.config(0, 4)
+        },
+    );
     assert_eq!(r.cached_tokens as usize, prompt.len() - 1);
     assert_eq!(r.tokens.len(), 4);
 }

@@ -67,17 +67,3 @@ impl<W: Write> Write for Stdout<W> {
         self.0.flush().map_err(writing)
     }
 }
-
-/// The `--ctx` a command asks for against the model's training context: past it the positions
-/// are ones the model never saw (and a huge value fails later as an allocation error that does
-/// not name the option). The engine protocol's `load` refuses the same.
-pub fn check_ctx(ctx: usize, n_ctx_train: usize, path: &Path) -> Result<()> {
-    if ctx > n_ctx_train {
-        anyhow::bail!(
-            "--ctx {ctx} is larger than the model's training context {n_ctx_train} ({}); \
-             use --ctx {n_ctx_train} or less",
-            path.display()
-        );
-    }
-    Ok(())
-}

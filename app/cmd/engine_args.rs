@@ -1,7 +1,7 @@
 //! Options shared by `strata run`, `bench` and `nll`: the model file (default SmolLM2 from setup)
 //! and the engine settings.
 
-use super::common::{check_ctx, open_gguf};
+use super::common::open_gguf;
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use strata::gguf::Gguf;
@@ -71,11 +71,11 @@ impl EngineArgs {
     }
 
     /// Loads an `open`ed model onto the device(s) the options name, on a profiling queue when
-    /// `profiling` (per-kernel timestamps, `Queue::trace_*`). `--ctx` is checked against the
-    /// training context first.
+    /// `profiling` (per-kernel timestamps, `Queue::trace_*`). Errors name the file and, when one
+    /// was given, the `--ctx` (the engine refuses one past the training context before any
+    /// allocation).
     pub fn load_opened(&self, m: Opened, profiling: bool) -> Result<(PathBuf, Engine)> {
-        let Opened { path, gguf, config } = m;
-        check_ctx(self.ctx, config.n_ctx_train, &path)?;
+        let Opened { path, gguf, .. } = m;
         let opts = EngineOptions {
             n_ctx: self.ctx,
             chunk: self.chunk,
@@ -102,7 +102,10 @@ impl EngineArgs {
                 Engine::from_gguf_split(&gguf, cards, self.layer_split.as_deref(), &opts)
             }
         }
-        .with_context(|| format!("loading {}", path.display()))?;
+        .with_context(|| match self.ctx {
+            0 => format!("loading {}", path.display()),
+            c => format!("loading {} with --ctx {c}", path.display()),
+        })?;
         let mut eng = eng;
         if self.graphs || self.no_graphs {
             eng.set_step_graphs(self.graphs);

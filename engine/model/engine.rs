@@ -737,6 +737,14 @@ impl Engine {
         } else {
             opts.n_ctx
         };
+        // positions the model never saw; and a huge value would fail as an allocation error
+        // that names neither the context nor the model, so this comes before any allocation
+        if n_ctx > cfg.n_ctx_train {
+            return Err(EngineError::CtxPastTraining {
+                ctx: n_ctx,
+                train: cfg.n_ctx_train,
+            });
+        }
         if opts.chunk == 0 {
             return Err(EngineError::Unsupported("a prefill chunk of 0 rows".into()));
         }

@@ -34,6 +34,8 @@ pub enum EngineError {
         n_tokens: usize,
         n_ctx: usize,
     },
+    #[error("a context of {ctx} tokens is larger than the model's training context {train}")]
+    CtxPastTraining { ctx: usize, train: usize },
     #[error("start position {start_pos} is past the {pos} positions in the cache")]
     Gap { start_pos: usize, pos: usize },
     #[error("logit row {row} asked for a forward of {n_tokens} tokens")]

@@ -214,10 +214,8 @@ fn parse(line: &str, defaults: &Sampling) -> Result<Request, (Option<u64>, Strin
 /// down. None when no single field explains it. A handful of re-parses, on an error path only.
 fn bad_field(v: &serde_json::Value, path: &[&str]) -> Option<String> {
     let here = path.iter().try_fold(v, |o, k| o.get(k))?.as_object()?;
-    for k in here
-        .keys()
-        .filter(|k| path.is_empty() && *k != "type" || !path.is_empty())
-    {
+    // (the top level's "type" picks the request: taking it out explains nothing)
+    for k in here.keys().filter(|k| !(path.is_empty() && *k == "type")) {
         let mut w = v.clone();
         let mut o = &mut w;
         for p in path {

@@ -55,12 +55,6 @@ pub enum LoadError {
         path: String,
         source: crate::sampling::SampleError,
     },
-    #[error("load {path}: ctx {ctx} is larger than the model's training context {train}")]
-    Ctx {
-        path: String,
-        ctx: u32,
-        train: usize,
-    },
 }
 
 pub struct Session {
@@ -162,15 +156,9 @@ impl Session {
             path: path.clone(),
             source,
         })?;
-        // Protocol: ctx 0 = the model's training context.
+        // Protocol: ctx 0 = the model's training context (one past it: the engine's error).
         let n_ctx = if req.ctx == 0 {
             cfg.n_ctx_train
-        } else if req.ctx as usize > cfg.n_ctx_train {
-            return Err(LoadError::Ctx {
-                path,
-                ctx: req.ctx,
-                train: cfg.n_ctx_train,
-            });
         } else {
             req.ctx as usize
         };

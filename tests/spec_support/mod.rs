@@ -74,6 +74,11 @@ impl Model {
     /// One turn from a fresh cache, greedy unless `cfg` says otherwise.
     pub fn run(&mut self, prompt: &[u32], cfg: &GenerateConfig) -> TurnStats {
         self.gen.forget();
+        self.next_turn(prompt, cfg)
+    }
+
+    /// One turn on the cache as the last turn left it (`cfg.reuse_prefix` decides its use).
+    pub fn next_turn(&mut self, prompt: &[u32], cfg: &GenerateConfig) -> TurnStats {
         let mut dec = TokenText::new(&self.tok);
         self.gen
             .generate(
