@@ -204,5 +204,78 @@ fn fused(ctx: &Context, q: &Queue) -> Result<()> {
             println!("T {t:3} [qk norms +] rope q, k + kv_store ({name}): unfused {un:7.1} us, fused {fu:7.1} us");
         }
     }
+    fold(ctx, q)
+}
+
+/// The norm folded into a projection (`mmvq_residual_norm`) against the projection with its
+/// residual then `rms_norm_q8_32` (two launches), at SmolLM2's o (576, 576) and down (576, 1536)
+/// Q4_1, as a decode step runs them: 30 layers' distinct weights back to back, one wait.
+fn fold(ctx: &Context, q: &Queue) -> Result<()> {
+    use rand::{Rng, SeedableRng};
+    use strata::kernels::{MatrixKernels, NormTail, QuantMatrix, XStage};
+    let (mk, nq8, aq) = (MatrixKernels::new(ctx), NormQ8::new(ctx)?, ActQ::new(ctx)?);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let counter = q.upload(&[0u32])?;
+    for (name, n_out, n_in) in [("o", 576usize, 576usize), ("down", 576, 1536)] {
+        let ws: Vec<QuantMatrix> = (0..30)
+            .map(|_| {
+                let v: Vec<f32> = (0..n_out * n_in).map(|_| rng.gen::<f32>() - 0.5).collect();
+                let b = strata::quant::quantize_by_type(strata::quant::type_id::Q4_1, &v)
+                    .expect("quantize");
+                QuantMatrix::upload(q, name, strata::quant::type_id::Q4_1, n_out, n_in, &b)
+            })
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| strata::sycl::SyclError::invalid("bench", e.to_string()))?;
+        let nw = q.upload(&vec![1.0f32; n_out])?;
+        for t in [1usize, 5] {
+            let x: Vec<f32> = (0..t * n_in).map(|_| rng.gen::<f32>() - 0.5).collect();
+            let xd = q.upload(&x)?;
+            let xq = q.alloc::<f32>(t * n_in.max(n_out))?;
+            let stb = q.alloc::<f32>(XStage::floats(t * n_in.max(n_out)))?;
+            let mut y = q.upload(&vec![0.0f32; t * n_out])?;
+            let yq = q.alloc::<f32>(t * n_out)?;
+            let st = XStage::new(&stb, t * n_in)?;
+            let nst = XStage::new(&stb, t * n_out)?;
+            aq.run_staged(q, &xd, &xq, t * n_in, st)?;
+            let err = |e: strata::kernels::MatrixError| {
+                strata::sycl::SyclError::invalid("bench", e.to_string())
+            };
+            let mut pair = Vec::new();
+            let mut folded = Vec::new();
+            for _ in 0..5 {
+                pair.push(median_us(q, || {
+                    for w in &ws {
+                        mk.mmvq_residual(q, &w.view(), &xq, Some(st), &mut y, t)
+                            .map_err(err)?;
+                        nq8.rms_norm(q, &y, &nw, &yq, t, n_out, 1e-5, 32, Some(nst))?;
+                    }
+                    Ok(())
+                })?);
+                folded.push(median_us(q, || {
+                    let tail = NormTail {
+                        counter: &counter,
+                        w: &nw,
+                        yq: &yq,
+                        st: Some(nst),
+                        eps: 1e-5,
+                    };
+                    for w in &ws {
+                        mk.mmvq_residual_norm(q, &w.view(), &xq, Some(st), &mut y, &tail, t)
+                            .map_err(err)?;
+                    }
+                    Ok(())
+                })?);
+            }
+            let med = |v: &mut Vec<f64>| {
+                v.sort_by(|a, b| a.total_cmp(b));
+                v[v.len() / 2] / 30.0
+            };
+            let (p, f) = (med(&mut pair), med(&mut folded));
+            println!(
+                "T {t} {name} Q4_1 ({n_out}, {n_in}) x 30 layers: residual + rms_norm_q8 {p:6.1} us a layer, folded {f:6.1} us ({:.2}x)",
+                p / f
+            );
+        }
+    }
     Ok(())
 }

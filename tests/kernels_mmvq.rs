@@ -404,3 +404,100 @@ fn staged_x_is_bitwise_unstaged() {
     // 64 scaled + 2 block sums + 2 integer records of 9 floats
     assert!(e.to_string().contains("84"), "{e}");
 }
+
+/// The norm folded into a projection's launch (`mmvq_residual_norm`, the decode step's o and down
+/// projections followed by the next RMSNorm): y = y + W x and yq = round_32(rms_norm(y) * w),
+/// with yq's stage, bitwise `mmvq_residual` then `NormQ8::rms_norm`, for every tiled format,
+/// T = 1, 2, 5, 8, launches of 4 to 128 work-groups. yq and its stage are written over x and
+/// x's stage (as the engine does): the norm must run after every work-group's reads. Run twice
+/// in a row, so the second launch shows the arrival counter was left at zero.
+#[test]
+fn residual_norm_fold_is_bitwise_residual_then_norm() {
+    use strata::kernels::norm_q8::NormQ8;
+    use strata::kernels::NormTail;
+    let (ctx, q, k) = setup();
+    let aq = ActQ::new(&ctx).unwrap();
+    let nq8 = NormQ8::new(&ctx).unwrap();
+    let mut rng = rng(0x6e6f726d);
+    let counter = q.upload(&[0u32]).unwrap();
+    let eps = 1e-5f32;
+    let mut compared = 0usize;
+    for &(name, tid) in TILED {
+        for &(n_out, n_in) in &[(64, 96), (576, 576), (576, 1536), (2048, 640)] {
+            let wb = weights(&mut rng, tid, n_out, n_in);
+            let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
+            let v = w.view();
+            let nw = q.upload(&values(&mut rng, n_out)).unwrap();
+            for t in [1, 2, 5, 8] {
+                let xd = q.upload(&values(&mut rng, t * n_in)).unwrap();
+                let res = values(&mut rng, t * n_out);
+                // the unfused pair: product + residual, then the norm into its own buffers
+                let xq = q.alloc::<f32>(t * n_in).unwrap();
+                let stb = q.alloc::<f32>(XStage::floats(t * n_in.max(n_out))).unwrap();
+                let st = XStage::new(&stb, t * n_in).unwrap();
+                aq.run_staged(&q, &xd, &xq, t * n_in, st).unwrap();
+                let mut r1 = q.upload(&res).unwrap();
+                assert!(k.mmvq_residual(&q, &v, &xq, Some(st), &mut r1, t).unwrap());
+                let yq1 = q.alloc::<f32>(t * n_out).unwrap();
+                let nstb = q.alloc::<f32>(XStage::floats(t * n_out)).unwrap();
+                let nst = XStage::new(&nstb, t * n_out).unwrap();
+                nq8.rms_norm(&q, &r1, &nw, &yq1, t, n_out, eps, 32, Some(nst))
+                    .unwrap();
+                let want_r = q.to_vec(&r1).unwrap();
+                let want_yq = q.to_vec(&yq1).unwrap();
+                let staged = t * n_out + t * n_out / 32; // the stage without records
+                let want_st = q.to_vec_prefix(&nstb, staged).unwrap();
+                for round in 0..2 {
+                    // x rounded again into xq and stb, which the fold then overwrites
+                    let xq2 = q.alloc::<f32>(t * n_in.max(n_out)).unwrap();
+                    aq.run_staged(&q, &xd, &xq2, t * n_in, st).unwrap();
+                    let mut r2 = q.upload(&res).unwrap();
+                    let tail = NormTail {
+                        counter: &counter,
+                        w: &nw,
+                        yq: &xq2,
+                        st: Some(XStage::new(&stb, t * n_out).unwrap()),
+                        eps,
+                    };
+                    let took = k
+                        .mmvq_residual_norm(&q, &v, &xq2, Some(st), &mut r2, &tail, t)
+                        .unwrap();
+                    assert!(took, "{name}: the fold takes a tiled format");
+                    let tag = format!("{name} ({n_out}, {n_in}) T={t} launch {round}");
+                    let y2 = q.to_vec(&r2).unwrap();
+                    let yq2 = q.to_vec_prefix(&xq2, t * n_out).unwrap();
+                    let st2 = q.to_vec_prefix(&stb, staged).unwrap();
+                    let d = [
+                        bits_differ(&y2, &want_r),
+                        bits_differ(&yq2, &want_yq),
+                        bits_differ(&st2, &want_st),
+                    ];
+                    assert_eq!(
+                        d,
+                        [0, 0, 0],
+                        "{tag}: values differing in (y, yq, yq's stage)"
+                    );
+                    compared += want_r.len() + want_yq.len() + staged;
+                }
+                assert_eq!(q.to_vec(&counter).unwrap(), vec![0], "counter left at zero");
+            }
+        }
+    }
+    println!("residual + norm folded: {compared} values bitwise the unfused pair's");
+    // a K-quant (no tiled 32-block layout) is not taken: Ok(false), nothing launched
+    let wb = weights(&mut rng, type_id::Q4_K, 256, 256);
+    let w = QuantMatrix::upload(&q, "Q4_K", type_id::Q4_K, 256, 256, &wb).unwrap();
+    let x = q.alloc::<f32>(256).unwrap();
+    let mut y = q.alloc::<f32>(256).unwrap();
+    let nw = q.alloc::<f32>(256).unwrap();
+    let tail = NormTail {
+        counter: &counter,
+        w: &nw,
+        yq: &x,
+        st: None,
+        eps,
+    };
+    assert!(!k
+        .mmvq_residual_norm(&q, &w.view(), &x, None, &mut y, &tail, 1)
+        .unwrap());
+}

@@ -135,3 +135,90 @@ fn ktiled_sees_one_corrupted_scale_in_the_repacked_copy() {
         );
     }
 }
+
+/// Gemma's post-norm and the norm after it folded into a K-tiled product's launch
+/// (`mmvq_post_norm`): y = W x, res += rms_norm(y) * w1, yq = round_32(rms_norm(res) * w2) with
+/// yq's stage, bitwise the product followed by `NormQ8::norm_add_norm` (blocks of 32), for
+/// Q4_K/Q5_K/Q6_K at Gemma 3's o and down shapes and a small one, T = 1, 2, 5, 8, yq written
+/// over x (as the engine does), each twice so the second launch shows the arrival counter was
+/// left at zero.
+#[test]
+fn post_norm_fold_is_bitwise_product_then_norm_add_norm() {
+    use strata::kernels::norm_q8::NormQ8;
+    use strata::kernels::{NormTail, XStage};
+    let (ctx, q, k) = setup();
+    let nq8 = NormQ8::new(&ctx).unwrap();
+    let mut rng = rng(0x706f7374);
+    let counter = q.upload(&[0u32]).unwrap();
+    let eps = 1e-6f32;
+    let mut compared = 0usize;
+    let formats: Vec<_> = FORMATS.iter().filter(|f| ktiled::supported(f.1)).collect();
+    for &&(name, tid) in &formats {
+        for &(n_out, n_in) in &[(640, 1024), (640, 2048), (64, 256)] {
+            let wb = weights(&mut rng, tid, n_out, n_in);
+            let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
+            let v = w.view();
+            let w1 = q.upload(&values(&mut rng, n_out)).unwrap();
+            let w2 = q.upload(&values(&mut rng, n_out)).unwrap();
+            for t in [1, 2, 5, 8] {
+                let x = values(&mut rng, t * n_in);
+                let res = values(&mut rng, t * n_out);
+                let xd = q.upload(&x).unwrap();
+                // the unfused pair
+                let mut o1 = q.alloc::<f32>(t * n_out).unwrap();
+                k.mmvq(&q, &v, &xd, &mut o1, t).unwrap();
+                let r1 = q.upload(&res).unwrap();
+                let yq1 = q.alloc::<f32>(t * n_out).unwrap();
+                let stb1 = q.alloc::<f32>(XStage::floats(t * n_out)).unwrap();
+                let st1 = XStage::new(&stb1, t * n_out).unwrap();
+                nq8.norm_add_norm(&q, &o1, &w1, &r1, &w2, &yq1, t, n_out, eps, 32, Some(st1))
+                    .unwrap();
+                let staged = t * n_out + t * n_out / 32; // the stage without records
+                let want = [
+                    q.to_vec(&o1).unwrap(),
+                    q.to_vec(&r1).unwrap(),
+                    q.to_vec(&yq1).unwrap(),
+                    q.to_vec_prefix(&stb1, staged).unwrap(),
+                ];
+                for round in 0..2 {
+                    let xq = q
+                        .upload(&[x.clone(), vec![0.0; t * n_out]].concat())
+                        .unwrap();
+                    let mut o2 = q.alloc::<f32>(t * n_out).unwrap();
+                    let mut r2 = q.upload(&res).unwrap();
+                    let stb2 = q.alloc::<f32>(XStage::floats(t * n_out)).unwrap();
+                    let tail = NormTail {
+                        counter: &counter,
+                        w: &w2,
+                        yq: &xq,
+                        st: Some(XStage::new(&stb2, t * n_out).unwrap()),
+                        eps,
+                    };
+                    let took = k
+                        .mmvq_post_norm(&q, &v, &xq, &mut o2, &w1, &mut r2, &tail, t)
+                        .unwrap();
+                    assert!(took, "{name}: the fold takes a K-tiled format");
+                    let got = [
+                        q.to_vec(&o2).unwrap(),
+                        q.to_vec(&r2).unwrap(),
+                        q.to_vec_prefix(&xq, t * n_out).unwrap(),
+                        q.to_vec_prefix(&stb2, staged).unwrap(),
+                    ];
+                    let d: Vec<usize> = got
+                        .iter()
+                        .zip(&want)
+                        .map(|(a, b)| bits_differ(a, b))
+                        .collect();
+                    assert_eq!(
+                        d,
+                        [0, 0, 0, 0],
+                        "{name} ({n_out}, {n_in}) T={t} launch {round}: values differing in (y, res, yq, yq's stage)"
+                    );
+                    compared += want.iter().map(Vec::len).sum::<usize>();
+                }
+                assert_eq!(q.to_vec(&counter).unwrap(), vec![0], "counter left at zero");
+            }
+        }
+    }
+    println!("post-norm + norm folded: {compared} values bitwise the unfused pair's");
+}

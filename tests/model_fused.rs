@@ -89,3 +89,59 @@ fn smollm2_tiled_only_weights_are_bitwise_the_gguf_ones() {
 fn gemma3_tiled_only_weights_are_bitwise_the_gguf_ones() {
     check_tiled_only("STRATA_MODEL_GEMMA3");
 }
+
+/// The norms after the output and down projections folded into those launches
+/// (`Engine::set_fold_norms`, on by default) against the same engine with it off: bitwise the
+/// same logits (prompt and 1/2/5/8-row steps), and a decode step launches `saved` kernels fewer,
+/// counted on a profiling queue.
+fn check_folded(env: &str, saved: impl Fn(usize) -> usize) {
+    let mut e = engine(env, true, true);
+    assert!(e.fold_norms(), "folding is the default");
+    let launches = |e: &mut strata::model::Engine| -> usize {
+        e.reset();
+        e.forward(&[1, 2, 3], 0, &[2]).unwrap();
+        let q = e.queue().clone();
+        q.trace_begin();
+        e.forward(&[4], 3, &[0]).unwrap();
+        q.trace_end().unwrap().iter().map(|k| k.launches).sum()
+    };
+    let (folded_n, folded) = (launches(&mut e), run(&mut e));
+    e.set_fold_norms(false);
+    let (plain_n, plain) = (launches(&mut e), run(&mut e));
+    let n_layer = e.config().n_layer;
+    let diff: usize = folded
+        .iter()
+        .zip(&plain)
+        .map(|(a, b)| {
+            a.iter()
+                .zip(b)
+                .filter(|(x, y)| x.to_bits() != y.to_bits())
+                .count()
+        })
+        .sum();
+    println!(
+        "{env}: {} rows x {} logits, {diff} differ (folded vs not); a decode step launches {folded_n} kernels folded, {plain_n} not",
+        folded.len(),
+        folded[0].len()
+    );
+    assert_eq!(diff, 0, "{env}: folding the norms changed logits");
+    assert_eq!(
+        plain_n - folded_n,
+        saved(n_layer),
+        "{env}: launches saved by the fold"
+    );
+}
+
+/// llama: Wo + add_rms_norm_q8 in every layer, Wdown + the next layer's rms_norm_q8 in all but
+/// the last (it has no next layer).
+#[test]
+fn smollm2_folded_norms_are_bitwise_unfolded() {
+    check_folded("STRATA_MODEL_SMOLLM2", |n| 2 * n - 1);
+}
+
+/// Gemma 3: Wo + norm_add_norm_q8 in every layer, Wdown + rms_norm_add + the next layer's
+/// rms_norm_q8 in all but the last.
+#[test]
+fn gemma3_folded_norms_are_bitwise_unfolded() {
+    check_folded("STRATA_MODEL_GEMMA3", |n| n + 2 * (n - 1));
+}

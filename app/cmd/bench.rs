@@ -230,6 +230,7 @@ fn profile_decode(
         replayed * 1e6,
         direct / replayed
     )?;
+    fold_ab(eng, &toks, launches, out)?;
     writeln!(
         out,
         "| kernel [global/local] | launches/step | us/step | % of kernel time |"
@@ -249,5 +250,76 @@ fn profile_decode(
         )?;
     }
     writeln!(out)?;
+    Ok(())
+}
+
+/// The fold of the norms into the projections (`Engine::set_fold_norms`) on and off in turns in
+/// one process, so a process's slow or fast decode mode (docs/performance.md) does not decide
+/// the comparison: the median of 6 rounds each, the order flipped every round. `launches`: a
+/// traced step's launches with the engine's setting; a model with nothing to fold says so.
+fn fold_ab(
+    eng: &mut strata::model::Engine,
+    toks: &[u32],
+    launches: usize,
+    out: &mut impl Write,
+) -> Result<()> {
+    const PROMPT: usize = 64;
+    let n = toks.len();
+    let was = eng.fold_norms();
+    let step = |eng: &mut strata::model::Engine| -> Result<f64> {
+        eng.forward(&toks[..1], PROMPT, &[0])?;
+        let t0 = Instant::now();
+        for (j, &tk) in toks.iter().enumerate() {
+            eng.forward(&[tk], PROMPT + j, &[0])?;
+        }
+        Ok(t0.elapsed().as_secs_f64() / n as f64)
+    };
+    // the launches of a step with the fold off
+    eng.set_fold_norms(false);
+    let q = eng.queue().clone();
+    q.trace_begin();
+    eng.forward(&toks[..1], PROMPT, &[0])?;
+    let unfolded: usize = q.trace_end()?.iter().map(|k| k.launches).sum();
+    let folded = if was { launches } else { unfolded };
+    if !was || folded == unfolded {
+        eng.set_fold_norms(was);
+        writeln!(
+            out,
+            "norms folded into the projections: {}",
+            if was {
+                "none on this model"
+            } else {
+                "off (STRATA_FOLD_NORMS=0)"
+            }
+        )?;
+        return Ok(());
+    }
+    let mut rounds = [Vec::new(), Vec::new()];
+    for r in 0..6 {
+        let order = if r % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for on in order {
+            eng.set_fold_norms(on);
+            rounds[usize::from(!on)].push(step(eng)?);
+        }
+    }
+    eng.set_fold_norms(was);
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+    };
+    let (on, off) = (med(&mut rounds[0]), med(&mut rounds[1]));
+    writeln!(
+        out,
+        "norms folded into the projections: {folded} launches a step against {unfolded}; \
+         untraced, median of 6 x {n} steps each in turns: {:.0} us per step folded, {:.0} us not \
+         ({:.2}x)",
+        on * 1e6,
+        off * 1e6,
+        off / on
+    )?;
     Ok(())
 }

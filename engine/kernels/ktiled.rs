@@ -17,7 +17,10 @@
 //! where word j of a field is its GGUF bytes 4j..4j+3. Keeping Q6_K's d out of the records
 //! keeps every record 64-byte aligned (when nb is even, as at every real shape).
 
-use super::qmatrix::{Family, MatrixError, MatrixKernels, Result, WeightView};
+use super::mmvq::NormTail;
+use super::qmatrix::{
+    check_act, Family, MatrixError, MatrixKernels, Result, WeightView, MMVQ_MAX_T,
+};
 use crate::quant::{self, type_id};
 use crate::sycl::{Arg, DeviceBuffer, NdRange, Queue};
 
@@ -193,6 +196,72 @@ impl MatrixKernels {
             ],
         )?;
         Ok(())
+    }
+}
+
+impl MatrixKernels {
+    /// Whether `mmvq_post_norm` takes (W, t): a K-tiled format, 1..=8 rows, the integer-dot
+    /// products off (with them the K-quant products read an 8-bit x instead).
+    pub fn post_norm_takes(&self, w: &WeightView, t: usize) -> bool {
+        w.tiled.is_some()
+            && supported(w.type_id)
+            && !self.int_dot()
+            && (1..=MMVQ_MAX_T).contains(&t)
+    }
+
+    /// y = W x, then res += rms_norm(y) * post_w and yq = round_32(rms_norm(res) * tail.w) for
+    /// the t rows, in one launch (`mmvq_ktiled_norm_t<t>`): bitwise the product followed by
+    /// `NormQ8::norm_add_norm` with blocks of 32 (the same code; the work-group that finishes
+    /// last does the norms). Returns Ok(false), launching nothing, where `post_norm_takes` says
+    /// no. `tail.yq` may be x (the norms run after every read of it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn mmvq_post_norm(
+        &self,
+        q: &Queue,
+        w: &WeightView,              // (n_out, n_in)
+        x: &DeviceBuffer<f32>,       // (t, n_in)
+        y: &mut DeviceBuffer<f32>,   // (t, n_out) W x
+        post_w: &DeviceBuffer<f32>,  // (n_out) norm weight of y
+        res: &mut DeviceBuffer<f32>, // (t, n_out) residual, updated in place
+        tail: &NormTail,
+        t: usize,
+    ) -> Result<bool> {
+        if !self.post_norm_takes(w, t) {
+            return Ok(false);
+        }
+        let what = "mmvq_post_norm";
+        w.check(what)?;
+        check_act(what, "x", x, t, w.n_in)?;
+        check_act(what, "y", y, t, w.n_out)?;
+        check_act(what, "residual", res, t, w.n_out)?;
+        check_act(what, "post-norm weight", post_w, 1, w.n_out)?;
+        tail.check(what, w.n_out, t)?;
+        let tiled = w.tiled.ok_or_else(|| MatrixError::Shape {
+            what: what.into(),
+            message: "the matrix has no K-tiled copy".into(),
+        })?;
+        if tiled_bytes(w.type_id, w.n_out, w.n_in) != Some(tiled.len()) {
+            return Err(MatrixError::Shape {
+                what: what.into(),
+                message: format!(
+                    "K-tiled copy of ({}, {}) holds {} bytes",
+                    w.n_out,
+                    w.n_in,
+                    tiled.len()
+                ),
+            });
+        }
+        let k = self.kernel(w.type_id, Family::MmvqKTiledNorm(t as u8), what)?;
+        let mut args = vec![
+            Arg::addr(tiled),
+            Arg::addr(x),
+            Arg::addr(&*y),
+            Arg::addr(post_w),
+            Arg::addr(&*res),
+        ];
+        tail.push_args(&mut args, w.n_in, w.n_out);
+        q.launch(&k, NdRange::groups(w.n_out.div_ceil(TILE), TILE), &args)?;
+        Ok(true)
     }
 }
 

@@ -173,6 +173,57 @@ impl MatrixKernels {
         Ok(true)
     }
 
+    /// Whether `mmvq_residual_norm` takes (W, x's stage, t): a tiled 32-block format, 1..=8 rows,
+    /// not the integer-dot kernel's, and x staged where the format reads a stage.
+    pub fn residual_norm_takes(&self, w: &WeightView, st: Option<XStage>, t: usize) -> bool {
+        w.tiled.is_some()
+            && tiled::supported(w.type_id)
+            && !self.int_dot_reads(w.type_id, st)
+            && (1..=MMVQ_MAX_T).contains(&t)
+            && (!tiled::reads_stage(w.type_id) || st.is_some_and(|s| s.block() == 32))
+    }
+
+    /// y = y + W x, then yq = round_32(rms_norm(y) * tail.w) for the t rows (1..=8), in one
+    /// launch (`mmvq_tiled_norm_t<t>`): bitwise `mmvq_residual` followed by `NormQ8::rms_norm`
+    /// with blocks of 32 (the same code; the work-group that finishes last does the norm).
+    /// Returns Ok(false), launching nothing, where `residual_norm_takes` says no. `yq` and its
+    /// stage may be x and x's stage (the norm runs after every read of them).
+    #[allow(clippy::too_many_arguments)]
+    pub fn mmvq_residual_norm(
+        &self,
+        q: &Queue,
+        w: &WeightView,            // (n_out, n_in)
+        x: &DeviceBuffer<f32>,     // (t, n_in)
+        st: Option<XStage>,        // x staged, (t * n_in) elements
+        y: &mut DeviceBuffer<f32>, // (t, n_out) residual in, residual + W x out
+        tail: &NormTail,
+        t: usize,
+    ) -> Result<bool> {
+        if !self.residual_norm_takes(w, st, t) {
+            return Ok(false);
+        }
+        let what = "mmvq_residual_norm";
+        w.check(what)?;
+        check_act(what, "x", x, t, w.n_in)?;
+        check_act(what, "y", y, t, w.n_out)?;
+        tail.check(what, w.n_out, t)?;
+        let st = st.filter(|_| tiled::reads_stage(w.type_id));
+        if let Some(s) = &st {
+            s.check(what, t * w.n_in)?;
+        }
+        let m = Tiled::new(w, &*y, 0)?;
+        let k = self.kernel(w.type_id, Family::MmvqTiledNorm(t as u8), what)?;
+        let (xs, sx) = match st {
+            Some(s) => s.args_at(0, w.n_in),
+            None => (Arg::u64(0), Arg::u64(0)),
+        };
+        let mut args = vec![Arg::addr(m.tiles), Arg::addr(x), Arg::addr(&*y), xs, sx];
+        tail.push_args(&mut args, w.n_in, w.n_out);
+        let groups = w.n_out.div_ceil(tiled::TILE);
+        q.launch(&k, NdRange::groups(groups, tiled::TILE), &args)?;
+        Ok(true)
+    }
+
     /// Whether the integer-dot kernel takes format `type_id` with this stage: on, and the stage
     /// of the rounding block the format's records need (vnni.rs).
     pub(super) fn int_dot_reads(&self, type_id: u32, st: Option<XStage>) -> bool {
@@ -302,6 +353,62 @@ impl MatrixKernels {
             args.push(Arg::i32(n_cb as i32)); // mmvq_vnni's column blocks
         }
         q.launch(&k, range, &args)?;
+        Ok(())
+    }
+}
+
+/// The norm `mmvq_residual_norm` folds into its launch: yq = round_32(rms_norm(y) * w).
+pub struct NormTail<'a> {
+    /// (1) zero before the first launch; each launch leaves it zero (one per queue: launches
+    /// on one in-order queue never overlap)
+    pub counter: &'a DeviceBuffer<u32>,
+    pub w: &'a DeviceBuffer<f32>,  // (n_out) norm weight
+    pub yq: &'a DeviceBuffer<f32>, // (t, n_out) rounded normed output
+    /// yq staged for the products after it (blocks of 32), as `NormQ8::rms_norm`'s
+    pub st: Option<XStage<'a>>,
+    pub eps: f32,
+}
+
+impl<'a> NormTail<'a> {
+    /// The arguments every folded kernel ends with (mmvq_tiled.cpp's and mmvq_ktiled.cpp's
+    /// `*_norm_t<T>`): the counter, the norm weight, yq, its stage, n_in, n_out, eps.
+    pub(super) fn push_args(&self, args: &mut Vec<Arg<'a>>, n_in: usize, n_out: usize) {
+        args.extend([
+            Arg::addr(self.counter),
+            Arg::addr(self.w),
+            Arg::addr(self.yq),
+        ]);
+        XStage::push_arg(args, 32, self.st);
+        args.extend([
+            Arg::i32(n_in as i32),
+            Arg::i32(n_out as i32),
+            Arg::f32(self.eps),
+        ]);
+    }
+
+    /// Checks the tail's buffers for t rows of n (the product's n_out).
+    pub(super) fn check(&self, what: &str, n: usize, t: usize) -> Result<()> {
+        check_act(what, "yq", self.yq, t, n)?;
+        check_act(what, "norm weight", self.w, 1, n)?;
+        if self.counter.is_empty() || n % 32 != 0 {
+            return Err(MatrixError::Shape {
+                what: what.into(),
+                message: format!(
+                    "n_out {n} (a multiple of the rounding block 32 wanted), arrival counter of \
+                     {} elements (1 wanted)",
+                    self.counter.len()
+                ),
+            });
+        }
+        if let Some(s) = &self.st {
+            if s.block() != 32 {
+                return Err(MatrixError::Shape {
+                    what: what.into(),
+                    message: format!("the norm's stage is of blocks of {}, not 32", s.block()),
+                });
+            }
+            s.check("norm tail", t * n)?;
+        }
         Ok(())
     }
 }

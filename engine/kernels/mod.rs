@@ -13,6 +13,7 @@ pub mod vnni;
 pub mod xstage;
 
 pub use matmul_tile::MatmulTile;
+pub use mmvq::NormTail;
 pub use qmatrix::{
     matrix_ref, repack, repacked_bytes, Family, MatrixError, MatrixKernels, QuantMatrix, WeightView,
 };

@@ -298,8 +298,14 @@ pub enum Family {
     MmvqTiled(u8),
     /// `MmvqTiled` reading a staged x (`-DCFG_XS_PRE`, engine/kernels/xstage.rs)
     MmvqTiledPre(u8),
+    /// `MmvqTiledPre` with a residual and the norm after it in the same launch
+    /// (`-DCFG_NORM_TAIL`, `mmvq_tiled_norm_t<T>`: `MatrixKernels::mmvq_residual_norm`)
+    MmvqTiledNorm(u8),
     /// mmvq on K-tiled weights (`mmvq_ktiled.cpp`, Q4_K/Q5_K/Q6_K), per column count 1..=8
     MmvqKTiled(u8),
+    /// `MmvqKTiled` with Gemma's post-norm and the next norm in the same launch
+    /// (`-DCFG_NORM_TAIL`, `mmvq_ktiled_norm_t<T>`: `MatrixKernels::mmvq_post_norm`)
+    MmvqKTiledNorm(u8),
     /// the opt-in integer-dot product on tiled weights (`mmvq_vnni.cpp`, vnni.rs)
     MmvqVnni(u8),
 }
@@ -408,6 +414,24 @@ impl MatrixKernels {
         Ok(())
     }
 
+    /// Builds now the module of `mmvq_residual_norm` (`post` false: llama's fold, a tiled
+    /// 32-block format the integer-dot products do not read) or `mmvq_post_norm` (`post`:
+    /// Gemma's, a K-tiled format) for W, where it takes W.
+    pub fn prepare_norm_fold(&self, w: &WeightView, post: bool) -> Result<()> {
+        let int_dot = self.int_dot() && vnni::supported(w.type_id);
+        let family = if post {
+            self.post_norm_takes(w, 1)
+                .then_some(Family::MmvqKTiledNorm(1))
+        } else {
+            let takes = w.tiled.is_some() && super::tiled::supported(w.type_id) && !int_dot;
+            takes.then_some(Family::MmvqTiledNorm(1))
+        };
+        if let Some(f) = family {
+            self.kernel(w.type_id, f, "prepare")?;
+        }
+        Ok(())
+    }
+
     /// The kernel of (`type_id`, `family`), building it if needed; `what` labels errors.
     pub fn kernel(&self, type_id: u32, family: Family, what: &str) -> Result<Arc<Kernel>> {
         // A poisoned lock only means another thread panicked mid-build; the map is still valid.
@@ -425,13 +449,17 @@ impl MatrixKernels {
             Family::Mmvq => (&MMVQ, "mmvq"),
             Family::Matmul | Family::MatmulTiled => (&MATMUL, "matmul"),
             Family::MmvqTiled(_) | Family::MmvqTiledPre(_) => (&MMVQ_TILED, "mmvq_tiled"),
+            Family::MmvqTiledNorm(_) => (&MMVQ_TILED, "mmvq_tiled_norm"),
             Family::MmvqKTiled(_) => (&MMVQ_KTILED, "mmvq_ktiled"),
+            Family::MmvqKTiledNorm(_) => (&MMVQ_KTILED, "mmvq_ktiled_norm"),
             Family::MmvqVnni(_) => (&MMVQ_VNNI, "mmvq_vnni"),
         };
         let kname = match family {
             Family::MmvqTiled(t)
             | Family::MmvqTiledPre(t)
+            | Family::MmvqTiledNorm(t)
             | Family::MmvqKTiled(t)
+            | Family::MmvqKTiledNorm(t)
             | Family::MmvqVnni(t) => format!("{kname}_t{t}"),
             _ => kname.to_string(),
         };
@@ -443,8 +471,11 @@ impl MatrixKernels {
         if family == Family::MatmulTiled {
             opts.push("-DCFG_TILED");
         }
-        if matches!(family, Family::MmvqTiledPre(_)) {
+        if matches!(family, Family::MmvqTiledPre(_) | Family::MmvqTiledNorm(_)) {
             opts.push("-DCFG_XS_PRE");
+        }
+        if matches!(family, Family::MmvqTiledNorm(_) | Family::MmvqKTiledNorm(_)) {
+            opts.push("-DCFG_NORM_TAIL");
         }
         if let (Family::MmvqVnni(_), Some(isa)) = (family, self.int_dot) {
             opts.extend(isa.option());

@@ -26,7 +26,7 @@ use crate::kernels::qmatrix::MMVQ_MAX_T;
 use crate::kernels::rope::{Rope, RopeMode, RopeTable};
 use crate::kernels::rope_kv::{QkNorm, RopeKv, RopeKvShape};
 use crate::kernels::{tiled, vnni};
-use crate::kernels::{MatmulTile, MatrixKernels, WeightView, XStage};
+use crate::kernels::{MatmulTile, MatrixKernels, NormTail, WeightView, XStage};
 use crate::sycl::{copy_across_n, Card, DeviceBuffer, Graph, HostBuffer, Queue};
 use half::f16;
 use std::collections::hash_map::Entry;
@@ -84,6 +84,11 @@ pub struct Kernels {
     /// (engine/kernels/xstage.rs): the same bits, fewer instructions per weight block.
     /// `STRATA_XSTAGE=0` turns it off (a measurement knob, docs/performance.md).
     pub xstage: bool,
+    /// The norms after the output and down projections in those products' launches
+    /// (`MatrixKernels::mmvq_residual_norm` for llama, `mmvq_post_norm` for Gemma 3), where the
+    /// fused path would launch them after the product: the same bits, fewer launches. `STRATA_FOLD_NORMS=0` turns it off (a
+    /// measurement knob, docs/performance.md).
+    pub fold_norms: bool,
 }
 
 impl Kernels {
@@ -156,7 +161,7 @@ impl Kernels {
     /// x rounded for `w` into `xq` per `ActRound::for_type` when rounding is on (else x itself),
     /// and its stage in `xst` when the integer-dot products read one (`unfused_stage`; `xst`
     /// None: never staged).
-    fn round_input<'a>(
+    pub(crate) fn round_input<'a>(
         &self,
         q: &Queue,
         w: &WeightView,
@@ -366,10 +371,13 @@ pub struct Scratch {
     pub xst: DeviceBuffer<f32>,
     pub ids: DeviceBuffer<i32>, // (rows)
     pub pos: DeviceBuffer<i32>, // (rows)
-    sel1: DeviceBuffer<f32>,    // (1, n_embd) the row the head runs on when one is wanted
-    sel: DeviceBuffer<f32>,     // (LOGIT_ROWS, n_embd)
+    /// (1) the arrival counter of the launches with a norm folded in (`NormTail`): zero
+    /// between launches
+    pub arrivals: DeviceBuffer<u32>,
+    sel1: DeviceBuffer<f32>, // (1, n_embd) the row the head runs on when one is wanted
+    sel: DeviceBuffer<f32>,  // (LOGIT_ROWS, n_embd)
     logits1: DeviceBuffer<f32>, // (1, n_vocab)
-    logits: DeviceBuffer<f32>,  // (LOGIT_ROWS, n_vocab)
+    logits: DeviceBuffer<f32>, // (LOGIT_ROWS, n_vocab)
     bytes: usize,
 }
 
@@ -408,10 +416,11 @@ impl Scratch {
             logits: f(LOGIT_ROWS * n_vocab)?,
             ids: q.alloc::<i32>(rows)?,
             pos: q.alloc::<i32>(rows)?,
+            arrivals: q.upload(&[0u32])?,
             bytes: 0,
         };
         Ok(Scratch {
-            bytes: bytes + rows * 8,
+            bytes: bytes + rows * 8 + 4,
             ..s
         })
     }
@@ -429,6 +438,12 @@ pub struct LayerCtx<'a> {
     pub vc: &'a DeviceBuffer<f16>, // (n_kv_head, n_ctx, head_dim)
     pub n_ctx: usize,
     pub t: usize,
+    /// The next layer on this card (None: the last of the card's range), whose input norm the
+    /// layer may fold into its last launch (llama: `layer` returns true when it did).
+    pub next: Option<&'a LayerWeights>,
+    /// s.xq already holds this layer's input norm, rounded for q/k/v and staged as
+    /// `norm_products` would write them (the previous layer folded it in).
+    pub pre_normed: bool,
 }
 
 impl LayerCtx<'_> {
@@ -581,6 +596,121 @@ impl LayerCtx<'_> {
             k.mul_rounded(self.q, &s.xq, st, &mut [(wo, &mut s.o)], self.t)
         } else {
             k.mul(self.q, wo, &s.att, &s.xq, Some(&s.xst), &mut s.o, self.t)
+        }
+    }
+
+    /// `attend_project`, then the residual update and the norm after it: llama (`post` None)
+    /// x += o; Gemma (`post` = post_attention_norm) x += rms_norm(o) * post; then xq =
+    /// round_32(rms_norm(x) * norm), staged for the products `next` (gate/up) as
+    /// `Kernels::stage` says. In the projection's launch where `mmvq_residual_norm` (llama) or
+    /// `mmvq_post_norm` (Gemma) takes it (`Kernels::fold_norms`), else the projection into s.o
+    /// and `NormQ8::add_rms_norm` / `norm_add_norm`. The same bits either way.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attend_project_add_norm(
+        &self,
+        s: &mut Scratch,
+        qk_norm: Option<(&DeviceBuffer<f32>, &DeviceBuffer<f32>)>,
+        wo: &WeightView,                  // (n_embd, n_head * head_dim)
+        post: Option<&DeviceBuffer<f32>>, // (n_embd) Gemma's post_attention_norm
+        norm: &DeviceBuffer<f32>,         // (n_embd)
+        next: &[&WeightView],             // the products of xq, rounded in blocks of 32 for them
+    ) -> Result<(), EngineError> {
+        let (k, q, c, t) = (self.k, self.q, self.cfg, self.t);
+        let m = k.fused_round(&[wo]).filter(|_| k.fold_norms);
+        let st = m.and_then(|m| k.stage(&s.xst, m, &[wo], t, c.n_head * c.head_dim));
+        let takes = match post {
+            None => k.mat.residual_norm_takes(wo, st, t),
+            Some(_) => k.mat.post_norm_takes(wo, t),
+        };
+        let fold = m.is_some() && takes;
+        // (false: the attention could not round its output for Wo, and wrote s.att)
+        let rounded = fold && self.rope_store_attend(s, qk_norm, m, st)?;
+        if rounded {
+            let tail = NormTail {
+                counter: &s.arrivals,
+                w: norm,
+                yq: &s.xq,
+                st: k.stage(&s.xst, ActRound::Q8Block32, next, t, c.n_embd),
+                eps: c.rms_eps,
+            };
+            // (the *_takes above said yes for this very (wo, st, t))
+            let took = match post {
+                None => k
+                    .mat
+                    .mmvq_residual_norm(q, wo, &s.xq, st, &mut s.x, &tail, t)?,
+                Some(pw) => k
+                    .mat
+                    .mmvq_post_norm(q, wo, &s.xq, &mut s.o, pw, &mut s.x, &tail, t)?,
+            };
+            if took {
+                return Ok(());
+            }
+            return Err(EngineError::Unsupported(
+                "the folded output projection refused a launch it had taken".into(),
+            ));
+        }
+        if fold {
+            k.mul(q, wo, &s.att, &s.xq, Some(&s.xst), &mut s.o, t)?;
+        } else {
+            self.attend_project(s, qk_norm, wo)?;
+        }
+        let (n, eps) = (c.n_embd, c.rms_eps);
+        let st2 = k.stage(&s.xst, ActRound::Q8Block32, next, t, n);
+        match post {
+            None => k
+                .norm_q8
+                .add_rms_norm(q, &s.x, &s.o, norm, &s.xq, t, n, eps, 32, st2)?,
+            Some(pw) => k
+                .norm_q8
+                .norm_add_norm(q, &s.o, pw, &s.x, norm, &s.xq, t, n, eps, 32, st2)?,
+        }
+        Ok(())
+    }
+
+    /// Whether the next layer's input norm may be folded into this layer's last launch:
+    /// folding on, and that norm on `norm_products`' fused path rounding in blocks of 32 (what
+    /// the fold writes). Its stage: `Kernels::stage` for the next q/k/v.
+    pub fn next_prenorm(&self) -> Option<&LayerWeights> {
+        self.next.filter(|nw| {
+            let (nq, nk, nv) = (nw.wq.view(), nw.wk.view(), nw.wv.view());
+            self.k.fold_norms && self.k.fused_round(&[&nq, &nk, &nv]) == Some(ActRound::Q8Block32)
+        })
+    }
+
+    /// The products of this layer's input norm into q/k/v: `norm_products`, or with
+    /// `pre_normed` (the previous layer's fold wrote s.xq and its stage) the products alone.
+    pub fn qkv(&self, s: &mut Scratch) -> Result<(), EngineError> {
+        let (k, q, c, w, t) = (self.k, self.q, self.cfg, self.w, self.t);
+        let (wq, wk, wv) = (w.wq.view(), w.wk.view(), w.wv.view());
+        let outs = &mut [(&wq, &mut s.q), (&wk, &mut s.k), (&wv, &mut s.v)];
+        if self.pre_normed {
+            let st = k.stage(&s.xst, ActRound::Q8Block32, &[&wq, &wk, &wv], t, c.n_embd);
+            k.mul_rounded(q, &s.xq, st, outs, t)
+        } else {
+            self.norm_products(&s.x, &w.attn_norm, &s.h, &s.xq, &s.xst, outs)
+        }
+    }
+
+    /// The tail of the next layer's input norm `nw.attn_norm` into xq (Scratch::xq), staged
+    /// in xst (Scratch::xst) for its q/k/v; `arrivals`: Scratch::arrivals. (Fields, not the
+    /// Scratch: the fold's product writes other fields of it.)
+    pub fn next_norm_tail<'b>(
+        &self,
+        arrivals: &'b DeviceBuffer<u32>,
+        xq: &'b DeviceBuffer<f32>,
+        xst: &'b DeviceBuffer<f32>,
+        nw: &'b LayerWeights,
+    ) -> NormTail<'b> {
+        let (nq, nk, nv) = (nw.wq.view(), nw.wk.view(), nw.wv.view());
+        let (t, n) = (self.t, self.cfg.n_embd);
+        NormTail {
+            counter: arrivals,
+            w: &nw.attn_norm,
+            yq: xq,
+            st: self
+                .k
+                .stage(xst, ActRound::Q8Block32, &[&nq, &nk, &nv], t, n),
+            eps: self.cfg.rms_eps,
         }
     }
 }
@@ -808,11 +938,27 @@ impl Engine {
             act_round: opts.act_round,
             fused: true,
             xstage: std::env::var("STRATA_XSTAGE").map_or(true, |v| v != "0"),
+            fold_norms: std::env::var("STRATA_FOLD_NORMS").map_or(true, |v| v != "0"),
             norm_q8: NormQ8::new(&ctx)?,
             glu_q8: GluQ8::new(&ctx)?,
             rope_kv: RopeKv::new(&ctx)?,
         };
         kernels.mat.prepare(&weights.matrix_layouts(&cfg))?;
+        if kernels.fold_norms && kernels.fused && opts.act_round {
+            // the modules of the folded projections (Wo, Wdown), built now rather than in the
+            // first token's time (Gemma 3's down is Q4_K or Q6_K by layer: all distinct types)
+            let mut seen = Vec::new();
+            for lw in &weights.layers {
+                for w in [lw.wo.view(), lw.down.view()] {
+                    if !seen.contains(&w.type_id) {
+                        seen.push(w.type_id);
+                        kernels
+                            .mat
+                            .prepare_norm_fold(&w, cfg.arch == Arch::Gemma3)?;
+                    }
+                }
+            }
+        }
         let rows = opts.chunk.max(LOGIT_ROWS);
         let n_cards = cards.len();
         let stages = cards
@@ -1137,6 +1283,21 @@ impl Engine {
     /// same results (tests and A/B measurements compare the two).
     pub fn set_fused(&mut self, on: bool) {
         self.kernels.fused = on;
+        self.graphs.map.clear(); // recorded with the other kernel sequence
+    }
+
+    /// Folds the residual add and the RMSNorm after a projection into its launch where the
+    /// kernels take it (`Kernels::fold_norms`, on unless `STRATA_FOLD_NORMS=0`), or not: the
+    /// same bits either way. Recorded step graphs are dropped (their launches differ).
+    pub fn set_fold_norms(&mut self, on: bool) {
+        if self.kernels.fold_norms != on {
+            self.kernels.fold_norms = on;
+            self.graphs.map.clear();
+        }
+    }
+
+    pub fn fold_norms(&self) -> bool {
+        self.kernels.fold_norms
     }
 
     /// Turns the opt-in integer-dot decode products (`STRATA_VNNI`, engine/kernels/vnni.rs) on
@@ -1243,8 +1404,10 @@ impl StageStep<'_> {
                 c.embd_scale,
             )?;
         }
+        let mut pre_normed = false;
         for il in st.layers.clone() {
             let j = il - st.layers.start;
+            let next = (il + 1 < st.layers.end).then(|| &self.weights.layers[il + 1]);
             let lc = LayerCtx {
                 k,
                 q,
@@ -1256,11 +1419,13 @@ impl StageStep<'_> {
                 vc: &st.vcache[j],
                 n_ctx: self.n_ctx,
                 t,
+                next,
+                pre_normed,
             };
-            match c.arch {
+            pre_normed = match c.arch {
                 Arch::Gemma3 => gemma3::layer(&lc, s)?,
                 _ => llama::layer(&lc, s)?,
-            }
+            };
         }
         let n = self.head_rows;
         if n > 0 {

@@ -6,6 +6,7 @@
 //!   h = norm(x) * ffn_norm; x += norm(Wdown (gelu_tanh(Wgate h) * Wup h)) * post_ffw_norm.
 //! GGUF norm weights already hold Gemma's (1 + w).
 
+use super::actq::ActRound;
 use super::engine::{LayerCtx, Scratch};
 use super::EngineError;
 use crate::kernels::glu_q8::Glu;
@@ -17,44 +18,55 @@ fn need<'a, T>(v: &'a Option<T>, il: usize, what: &str) -> Result<&'a T, EngineE
     })
 }
 
-pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
+/// Returns true when the layer also wrote the next layer's input norm (`LayerCtx::next`): the
+/// post_ffw_norm, the residual add and that norm folded into the down projection's launch; the
+/// caller then runs the next layer with `pre_normed`.
+pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<bool, EngineError> {
     let (k, q, c, w, t, il) = (l.k, l.q, l.cfg, l.w, l.t, l.il);
-    let (wq, wk, wv) = (w.wq.view(), w.wk.view(), w.wv.view());
-    let outs = &mut [(&wq, &mut s.q), (&wk, &mut s.k), (&wv, &mut s.v)];
-    l.norm_products(&s.x, &w.attn_norm, &s.h, &s.xq, &s.xst, outs)?;
+    l.qkv(s)?;
     let qk_norm = (
         need(&w.q_norm, il, "attn_q_norm")?,
         need(&w.k_norm, il, "attn_k_norm")?,
     );
-    l.attend_project(s, Some(qk_norm), &w.wo.view())?;
     // x += norm(o) * post_attention_norm; h = norm(x) * ffn_norm
     let post_attn = need(&w.post_attn_norm, il, "post_attention_norm")?;
     let (wg, wu) = (w.gate.view(), w.up.view());
-    let outs = &mut [(&wg, &mut s.gate), (&wu, &mut s.up)];
-    if let Some(m) = k.fused_round(&[&wg, &wu]) {
-        let st = k.stage(&s.xst, m, &[&wg, &wu], t, c.n_embd);
-        k.norm_q8.norm_add_norm(
-            q,
-            &s.o,
-            post_attn,
-            &s.x,
-            &w.ffn_norm,
-            &s.xq,
-            t,
-            c.n_embd,
-            c.rms_eps,
-            m.block(),
-            st,
-        )?;
-        k.mul_rounded(q, &s.xq, st, outs, t)?;
+    let m = k.fused_round(&[&wg, &wu]);
+    if m == Some(ActRound::Q8Block32) {
+        // the post-norm, the add and the norm folded into Wo's launch where it can (same bits)
+        let (wo, next) = (w.wo.view(), [&wg, &wu]);
+        l.attend_project_add_norm(s, Some(qk_norm), &wo, Some(post_attn), &w.ffn_norm, &next)?;
+        let st = k.stage(&s.xst, ActRound::Q8Block32, &[&wg, &wu], t, c.n_embd);
+        k.mul_rounded(q, &s.xq, st, &mut [(&wg, &mut s.gate), (&wu, &mut s.up)], t)?;
     } else {
-        k.norm
-            .rms_norm_add(q, &s.o, post_attn, &s.x, t, c.n_embd, c.rms_eps)?;
-        k.norm
-            .rms_norm(q, &s.x, &w.ffn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
-        k.mul_same_x(q, &s.h, &s.xq, outs, t)?;
+        l.attend_project(s, Some(qk_norm), &w.wo.view())?;
+        let outs = &mut [(&wg, &mut s.gate), (&wu, &mut s.up)];
+        if let Some(m) = m {
+            let st = k.stage(&s.xst, m, &[&wg, &wu], t, c.n_embd);
+            k.norm_q8.norm_add_norm(
+                q,
+                &s.o,
+                post_attn,
+                &s.x,
+                &w.ffn_norm,
+                &s.xq,
+                t,
+                c.n_embd,
+                c.rms_eps,
+                m.block(),
+                st,
+            )?;
+            k.mul_rounded(q, &s.xq, st, outs, t)?;
+        } else {
+            k.norm
+                .rms_norm_add(q, &s.o, post_attn, &s.x, t, c.n_embd, c.rms_eps)?;
+            k.norm
+                .rms_norm(q, &s.x, &w.ffn_norm, &s.h, t, c.n_embd, c.rms_eps)?;
+            k.mul_same_x(q, &s.h, &s.xq, outs, t)?;
+        }
     }
     let wd = w.down.view();
+    let post_ffw = need(&w.post_ffw_norm, il, "post_ffw_norm")?;
     if let Some(m) = k.fused_glu_round(&wd, t) {
         let (n, st) = (t * c.n_ff, k.stage(&s.xst, m, &[&wd], t, c.n_ff));
         k.glu_q8
@@ -63,16 +75,26 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<(), EngineError> {
     } else {
         // (with STRATA_VNNI=1 the rounding also stages the integer-dot products' records)
         k.act.gelu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
-        k.mul(q, &wd, &s.gate, &s.xq, Some(&s.xst), &mut s.o, t)?;
+        let fold = l.next_prenorm().filter(|_| k.mat.post_norm_takes(&wd, t));
+        if let Some(nw) = fold {
+            // x += norm(Wdown act) * post_ffw_norm and the next layer's input norm, in the
+            // product's launch (bitwise the product, rms_norm_add and rms_norm_q8_32)
+            let (input, _) = k.round_input(q, &wd, &s.gate, &s.xq, Some(&s.xst), t)?;
+            let tail = l.next_norm_tail(&s.arrivals, &s.xq, &s.xst, nw);
+            // (post_norm_takes said yes above for this very (wd, t))
+            if k.mat
+                .mmvq_post_norm(q, &wd, input, &mut s.o, post_ffw, &mut s.x, &tail, t)?
+            {
+                return Ok(true);
+            }
+            return Err(EngineError::Unsupported(
+                "the folded down projection refused a launch it had taken".into(),
+            ));
+        } else {
+            k.mul(q, &wd, &s.gate, &s.xq, Some(&s.xst), &mut s.o, t)?;
+        }
     }
-    k.norm.rms_norm_add(
-        q,
-        &s.o,
-        need(&w.post_ffw_norm, il, "post_ffw_norm")?,
-        &s.x,
-        t,
-        c.n_embd,
-        c.rms_eps,
-    )?;
-    Ok(())
+    k.norm
+        .rms_norm_add(q, &s.o, post_ffw, &s.x, t, c.n_embd, c.rms_eps)?;
+    Ok(false)
 }

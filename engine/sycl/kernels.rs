@@ -59,7 +59,8 @@ pub const ACT: KernelSource = source_with!("act", ["addr", "act"]);
 /// Activation rounding through 8-bit blocks (llama.cpp-compatible matmul inputs; model helper).
 pub const ACTQ: KernelSource = source_with!("actq", ["addr", "actq", "xstage"]);
 /// RMSNorm (plain, residual-add variants) fused with the 8-bit rounding of its output.
-pub const NORM_Q8: KernelSource = source_with!("norm_q8", ["addr", "norm", "actq", "xstage"]);
+pub const NORM_Q8: KernelSource =
+    source_with!("norm_q8", ["addr", "norm", "actq", "xstage", "norm_q8"]);
 /// Gated activation (SiLU / GELU-tanh times up) fused with the 8-bit rounding of its output.
 pub const GLU_Q8: KernelSource = source_with!("glu_q8", ["addr", "act", "actq", "xstage"]);
 /// RoPE on q and k + the f16 KV-cache store (+ Gemma's per-head q/k norms) in one launch.
@@ -95,10 +96,14 @@ pub const MATMUL: KernelSource = KernelSource {
 };
 /// The opt-in KREG mmvq family (STRATA_MMVQ_KREG=1), self-contained: engine/kernels/mmvq_kreg.rs.
 pub const MMVQ_KREG: KernelSource = source!("mmvq_kreg");
-/// mmvq on weights repacked one lane per row (engine/kernels/tiled.rs).
-pub const MMVQ_TILED: KernelSource = source_with!("mmvq_tiled", ["addr", "xstage"]);
-/// mmvq on K-quant weights repacked one lane per row (engine/kernels/ktiled.rs).
-pub const MMVQ_KTILED: KernelSource = source_with!("mmvq_ktiled", ["addr"]);
+/// mmvq on weights repacked one lane per row (engine/kernels/tiled.rs); with -DCFG_NORM_TAIL
+/// the projections with the norm after them folded in (norm.hpp, actq.hpp, norm_q8.hpp).
+pub const MMVQ_TILED: KernelSource =
+    source_with!("mmvq_tiled", ["addr", "norm", "actq", "xstage", "norm_q8"]);
+/// mmvq on K-quant weights repacked one lane per row (engine/kernels/ktiled.rs); with
+/// -DCFG_NORM_TAIL Gemma's post-norm and the norm after it folded in.
+pub const MMVQ_KTILED: KernelSource =
+    source_with!("mmvq_ktiled", ["addr", "norm", "actq", "xstage", "norm_q8"]);
 /// The opt-in integer-dot mmvq on the tiled weights (engine/kernels/vnni.rs): x86 inline
 /// assembly, built for the CPU device only.
 pub const MMVQ_VNNI: KernelSource = source_with!("mmvq_vnni", ["addr"]);

@@ -230,6 +230,55 @@ static inline void kk_run(const uint8_t *wt, const float *x, float *y, int n_in,
     const int nb = n_in / 256;                                                                  \
     kk_run<TT>(w + tile * (size_t)nb * (HDR + REC), x, y, n_in, n_out, nb, lane, tile);         \
   }
+#if defined(CFG_NORM_TAIL)
+// -DCFG_NORM_TAIL (with norm.hpp, actq.hpp, xstage.hpp, norm_q8.hpp): Gemma's post-norm into the
+// residual and the norm after it, folded into the projection's launch. y = W x, then the
+// work-group that finishes last (arrived_last, norm_q8.hpp) does norm_q8.cpp's
+// norm_add_norm_q8_32 on the TT rows, one after the other, with its very code:
+// res += rms_norm(y) * w1; yq = round_32(rms_norm(res) * w2), staged into nst / nrec. The same
+// bits as the product then the norm_add_norm_q8_32 launch (or rms_norm_add + rms_norm_q8_32).
+// The tail runs after every work-group has read x, so yq may be the buffer x came in.
+#define KK_NORM_KERNEL(TT)                                                                      \
+  extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                   \
+  SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<TILE>))                            \
+  void mmvq_ktiled_norm_t##TT(uint64_t a_w,   /* ceil(n_out/16) tiles, ktiled.rs */            \
+                              uint64_t a_x,   /* (TT, n_in) f32 */                             \
+                              uint64_t a_y,   /* (TT, n_out) f32: W x */                       \
+                              uint64_t a_w1,  /* (n_out) post-norm weight of y */              \
+                              uint64_t a_res, /* (TT, n_out) residual, updated in place */     \
+                              uint64_t a_cnt, /* (1) u32 arrival counter, 0 between launches */ \
+                              uint64_t a_w2,  /* (n_out) norm weight of the new residual */    \
+                              uint64_t a_yq,  /* (TT, n_out) rounded normed output */          \
+                              uint64_t a_nst, /* yq's stage (xstage.hpp), or 0 */              \
+                              uint64_t a_nrec, /* its integer records, or 0 */                 \
+                              int n_in, int n_out, float eps) {                                \
+    const uint8_t *w = STRATA_ADDR(const uint8_t, a_w);                                            \
+    const float *x = STRATA_ADDR(const float, a_x);                                                \
+    float *y = STRATA_ADDR(float, a_y);                                                            \
+    auto it = syclext::this_work_item::get_nd_item<1>();                                        \
+    auto sg = it.get_sub_group();                                                               \
+    const int lane = (int)sg.get_local_linear_id();                                            \
+    const size_t tile = it.get_group(0); /* one 16-lane work-group per tile */                  \
+    const int nb = n_in / 256;                                                                  \
+    kk_run<TT>(w + tile * (size_t)nb * (HDR + REC), x, y, n_in, n_out, nb, lane, tile);         \
+    unsigned *cnt = STRATA_ADDR(unsigned, a_cnt);                                               \
+    if (!arrived_last(cnt, sg, lane)) return;                                                   \
+    for (int row = 0; row < TT; ++row)                                                          \
+      norm_add_norm_q8_row<32>(sg, lane, y, STRATA_ADDR(const float, a_w1),                     \
+                               STRATA_ADDR(float, a_res), STRATA_ADDR(const float, a_w2),       \
+                               STRATA_ADDR(float, a_yq), XST_ARGS(a_nst, a_nrec), n_out, eps,   \
+                               (size_t)row, (size_t)TT);                                        \
+    arrival_reset(cnt, lane);                                                                   \
+  }
+KK_NORM_KERNEL(1)
+KK_NORM_KERNEL(2)
+KK_NORM_KERNEL(3)
+KK_NORM_KERNEL(4)
+KK_NORM_KERNEL(5)
+KK_NORM_KERNEL(6)
+KK_NORM_KERNEL(7)
+KK_NORM_KERNEL(8)
+#else
 KK_KERNEL(1)
 KK_KERNEL(2)
 KK_KERNEL(3)
@@ -238,3 +287,4 @@ KK_KERNEL(5)
 KK_KERNEL(6)
 KK_KERNEL(7)
 KK_KERNEL(8)
+#endif

@@ -341,6 +341,66 @@ static inline void kt_run(const uint8_t *w, size_t tile0, int ntiles, const floa
     kt_run<TT, R>(w, tile0, (int)(tiles - tile0), x, y, m == 0 ? r : nullptr, n_in, n_out, nb,  \
                   lane, KT_XS, xsp, sxp);                                                       \
   }
+#if defined(CFG_NORM_TAIL)
+// -DCFG_NORM_TAIL (with norm.hpp, actq.hpp, xstage.hpp, norm_q8.hpp): the norm that follows a
+// projection folded into the projection's launch. y = y + W x (one matrix, the residual
+// epilogue), then the work-group that finishes last (an arrival counter: reduce.cpp's pattern)
+// writes yq = round_32(rms_norm(y) * nw) for the TT rows, one row after the other, with
+// norm_q8.cpp's very code (norm_q8.hpp), so the same bits as the rms_norm_q8_32 launch it
+// replaces; nst / nrec its stage for the products after it (xstage.hpp). The tail runs after
+// every work-group has read x and its stage, so yq and the stage may be the buffers x and its
+// stage came in. The last work-group resets the counter: zero before the first launch, zero
+// after each.
+static inline void norm_tail(unsigned *cnt, const float *y, const float *nw, float *yq, XSt st,
+                             int n, float eps, int rows) {
+  auto sg = syclext::this_work_item::get_nd_item<1>().get_sub_group();
+  const int lane = (int)sg.get_local_linear_id();
+  // (a work-group here is one 16-lane sub-group: launched with local size TILE)
+  if (!arrived_last(cnt, sg, lane)) return;
+  for (int row = 0; row < rows; ++row)
+    rms_norm_q8_row<32>(sg, lane, y, nw, yq, st, n, eps, (size_t)row, (size_t)rows);
+  arrival_reset(cnt, lane);
+}
+
+// One matrix, residual always: KT_KERNEL's matrix-0 path, then norm_tail.
+#define KT_NORM_KERNEL(TT)                                                                      \
+  extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                   \
+  SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<TILE>))                            \
+  void mmvq_tiled_norm_t##TT(uint64_t a_w,   /* tiles: (ceil(n_out/16), n_in/32) records */   \
+                             uint64_t a_x,   /* (TT, n_in) f32 */                              \
+                             uint64_t a_y,   /* (TT, n_out) f32: residual in, y + W x out */   \
+                             uint64_t a_xs,  /* CFG_XS_PRE: (TT, n_in) staged x, or 0 */       \
+                             uint64_t a_sx,  /* CFG_XS_PRE: (TT, n_in / 32) block sums */      \
+                             uint64_t a_cnt, /* (1) u32 arrival counter, 0 between launches */ \
+                             uint64_t a_nw,  /* (n_out) norm weight */                         \
+                             uint64_t a_yq,  /* (TT, n_out) rounded normed output */           \
+                             uint64_t a_nst, /* yq's stage (xstage.hpp), or 0 */               \
+                             uint64_t a_nrec, /* its integer records, or 0 */                  \
+                             int n_in, int n_out, float eps) {                                 \
+    const uint8_t *w = STRATA_ADDR(const uint8_t, a_w);                                            \
+    const float *x = STRATA_ADDR(const float, a_x);                                                \
+    const float *xsp = STRATA_ADDR(const float, a_xs);                                             \
+    const float *sxp = STRATA_ADDR(const float, a_sx);                                             \
+    float *y = STRATA_ADDR(float, a_y);                                                            \
+    KT_XS_DECL(TT)                                                                              \
+    auto it = syclext::this_work_item::get_nd_item<1>();                                        \
+    const int lane = (int)it.get_sub_group().get_local_linear_id();                             \
+    const size_t g = it.get_group(0); /* one 16-lane work-group per tile */                     \
+    const size_t tiles = (size_t)(n_out + TILE - 1) / TILE;                                     \
+    kt_run<TT, 1>(w, g, (int)(tiles - g), x, y, y, n_in, n_out, n_in / 32, lane, KT_XS, xsp,    \
+                  sxp);                                                                         \
+    norm_tail(STRATA_ADDR(unsigned, a_cnt), y, STRATA_ADDR(const float, a_nw),                  \
+              STRATA_ADDR(float, a_yq), XST_ARGS(a_nst, a_nrec), n_out, eps, TT);               \
+  }
+KT_NORM_KERNEL(1)
+KT_NORM_KERNEL(2)
+KT_NORM_KERNEL(3)
+KT_NORM_KERNEL(4)
+KT_NORM_KERNEL(5)
+KT_NORM_KERNEL(6)
+KT_NORM_KERNEL(7)
+KT_NORM_KERNEL(8)
+#else
 KT_KERNEL(1)
 KT_KERNEL(2)
 KT_KERNEL(3)
@@ -349,3 +409,4 @@ KT_KERNEL(5)
 KT_KERNEL(6)
 KT_KERNEL(7)
 KT_KERNEL(8)
+#endif

@@ -19,41 +19,14 @@ namespace syclexp = sycl::ext::oneapi::experimental;
   extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                      \
       SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<16>))
 
-// Writes round_B(val(i)) for i < n into yr, block by block; val(i) is only asked for elements
-// this lane owns (i % 16 == lane). st (st.st nullptr: none): the staged output of
-// xstage.hpp, for all rows * n elements (this row's blocks from row * n / 32).
-template <int B, typename F>
-static inline void store_rounded(sycl::sub_group sg, int lane, int n, float *yr, XSt st,
-                                 F val) {
-  auto it = syclext::this_work_item::get_nd_item<1>();
-  const size_t row = it.get_group(0), total = it.get_group_range(0) * (size_t)n;
-  for (int b0 = 0; b0 < n; b0 += B) {
-    if (B == 32) {
-      float y0, y1;
-      const float dh = q8_32_round(sg, val(b0 + lane), val(b0 + 16 + lane), y0, y1);
-      yr[b0 + lane] = y0;
-      yr[b0 + 16 + lane] = y1;
-      xstage_block(sg, lane, st, total, (row * n + b0) / 32, y0, y1, dh); // xstage.hpp
-    } else {
-      float v[16];
-      for (int k = 0; k < 16; k++) v[k] = val(b0 + k * 16 + lane);
-      const float d = q8_256_round(sg, lane, v);
-      for (int k = 0; k < 16; k++) yr[b0 + k * 16 + lane] = v[k];
-      xstage_block256(sg, lane, st, (row * n + b0) / 256, v, d); // xstage.hpp
-    }
-  }
-}
-
+// One work-group (one 16-lane sub-group) per row: the row and the row count of the nd-range.
 template <int B>
 static inline void rms_norm_q8(const float *x, const float *w, float *yq, XSt st, int n,
                                float eps) {
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
   const int lane = (int)sg.get_local_id()[0];
-  const size_t row = it.get_group(0);
-  const float *xr = x + row * n;
-  const float inv = row_inv_rms(xr, n, eps, lane, sg);
-  store_rounded<B>(sg, lane, n, yq + row * n, st, [&](int i) { return (xr[i] * inv) * w[i]; });
+  rms_norm_q8_row<B>(sg, lane, x, w, yq, st, n, eps, it.get_group(0), it.get_group_range(0));
 }
 
 template <int B>
@@ -70,7 +43,8 @@ static inline void add_rms_norm_q8(float *res, const float *a, const float *w, f
     if (i < n) rr[i] = rr[i] + ar[i];
   }
   const float inv = row_inv_rms(rr, n, eps, lane, sg);
-  store_rounded<B>(sg, lane, n, yq + row * n, st, [&](int i) { return (rr[i] * inv) * w[i]; });
+  store_rounded<B>(sg, lane, n, row, it.get_group_range(0), yq + row * n, st,
+                   [&](int i) { return (rr[i] * inv) * w[i]; });
 }
 
 template <int B>
@@ -79,17 +53,8 @@ static inline void norm_add_norm_q8(const float *a, const float *w1, float *res,
   auto it = syclext::this_work_item::get_nd_item<1>();
   auto sg = it.get_sub_group();
   const int lane = (int)sg.get_local_id()[0];
-  const size_t row = it.get_group(0);
-  const float *ar = a + row * n;
-  float *rr = res + row * n;
-  const float inv1 = row_inv_rms(ar, n, eps, lane, sg);
-  for (int c = 0; c * 16 < n; c++) {
-    const int i = c * 16 + lane;
-    if (i < n) rr[i] = rr[i] + (ar[i] * inv1) * w1[i]; // as norm.cpp's rms_norm_add
-  }
-  const float inv2 = row_inv_rms(rr, n, eps, lane, sg);
-  store_rounded<B>(sg, lane, n, yq + row * n, st,
-                   [&](int i) { return (rr[i] * inv2) * w2[i]; });
+  norm_add_norm_q8_row<B>(sg, lane, a, w1, res, w2, yq, st, n, eps, it.get_group(0),
+                          it.get_group_range(0));
 }
 
 STRATA_KERNEL void rms_norm_q8_32(uint64_t a_x,  // (rows, n)
