@@ -8,20 +8,26 @@
 mod support;
 use support::model::{engine, engine_with, opts, run};
 
+/// Logits of two runs that differ in any bit (the runs must have the same rows).
+fn logits_differ(a: &[Vec<f32>], b: &[Vec<f32>]) -> usize {
+    assert_eq!(a.len(), b.len(), "rows of logits");
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| {
+            x.iter()
+                .zip(y)
+                .filter(|(p, q)| p.to_bits() != q.to_bits())
+                .count()
+        })
+        .sum()
+}
+
 fn check(env: &str, act_round: bool) {
     let mut e = engine(env, act_round, false);
     let fused = run(&mut e);
     e.set_fused(false);
     let plain = run(&mut e);
-    assert_eq!(fused.len(), plain.len());
-    let mut diff = 0usize;
-    for (a, b) in fused.iter().zip(&plain) {
-        diff += a
-            .iter()
-            .zip(b)
-            .filter(|(x, y)| x.to_bits() != y.to_bits())
-            .count();
-    }
+    let diff = logits_differ(&fused, &plain);
     println!(
         "{env} act_round {act_round}: {} rows x {} logits, {diff} differ (fused vs unfused)",
         fused.len(),
@@ -56,16 +62,7 @@ fn check_tiled_only(env: &str) {
         },
     );
     let (a, b) = (run(&mut only), run(&mut keep));
-    let diff: usize = a
-        .iter()
-        .zip(&b)
-        .map(|(x, y)| {
-            x.iter()
-                .zip(y)
-                .filter(|(p, q)| p.to_bits() != q.to_bits())
-                .count()
-        })
-        .sum();
+    let diff = logits_differ(&a, &b);
     let (mo, mk) = (only.memory()[0].weights, keep.memory()[0].weights);
     println!(
         "{env}: {} rows x {} logits, {diff} differ (tiled-only vs GGUF kept); weights {mo} vs {mk} bytes ({:.1}%)",
@@ -109,16 +106,7 @@ fn check_folded(env: &str, saved: impl Fn(usize) -> usize) {
     e.set_fold_norms(false);
     let (plain_n, plain) = (launches(&mut e), run(&mut e));
     let n_layer = e.config().n_layer;
-    let diff: usize = folded
-        .iter()
-        .zip(&plain)
-        .map(|(a, b)| {
-            a.iter()
-                .zip(b)
-                .filter(|(x, y)| x.to_bits() != y.to_bits())
-                .count()
-        })
-        .sum();
+    let diff = logits_differ(&folded, &plain);
     println!(
         "{env}: {} rows x {} logits, {diff} differ (folded vs not); a decode step launches {folded_n} kernels folded, {plain_n} not",
         folded.len(),

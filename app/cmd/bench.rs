@@ -168,13 +168,26 @@ pub fn run(mut a: Args) -> Result<()> {
     Ok(())
 }
 
+/// The prompt `--profile`'s decode steps follow.
+const PROMPT: usize = 64;
+
+/// Seconds per step of decoding `toks` one at a time at positions PROMPT.., untraced, after one
+/// warm-up step (which records the step graph when graphs are on).
+fn step_seconds(eng: &mut strata::model::Engine, toks: &[u32]) -> Result<f64> {
+    eng.forward(&toks[..1], PROMPT, &[0])?;
+    let t0 = Instant::now();
+    for (i, &tk) in toks.iter().enumerate() {
+        eng.forward(&[tk], PROMPT + i, &[0])?;
+    }
+    Ok(t0.elapsed().as_secs_f64() / toks.len() as f64)
+}
+
 /// Decode steps after a 64-token prompt, every launch timed (`Queue::trace_*`).
 fn profile_decode(
     eng: &mut strata::model::Engine,
     rand_tokens: &mut impl FnMut(usize) -> Vec<u32>,
     out: &mut impl Write,
 ) -> Result<()> {
-    const PROMPT: usize = 64;
     const STEPS: usize = 32;
     let n = (eng.n_ctx().saturating_sub(PROMPT)).min(STEPS);
     if n == 0 {
@@ -209,14 +222,9 @@ fn profile_decode(
     let was = eng.step_graphs_on();
     let mut untraced = |graphs: bool| -> Result<f64> {
         eng.set_step_graphs(graphs);
-        eng.forward(&toks[..1], PROMPT, &[0])?; // records the graph when on
         let mut best = f64::MAX;
         for _ in 0..3 {
-            let t0 = Instant::now();
-            for (i, &tk) in toks.iter().enumerate() {
-                eng.forward(&[tk], PROMPT + i, &[0])?;
-            }
-            best = best.min(t0.elapsed().as_secs_f64() / n as f64);
+            best = best.min(step_seconds(eng, &toks)?);
         }
         Ok(best)
     };
@@ -263,17 +271,8 @@ fn fold_ab(
     launches: usize,
     out: &mut impl Write,
 ) -> Result<()> {
-    const PROMPT: usize = 64;
     let n = toks.len();
     let was = eng.fold_norms();
-    let step = |eng: &mut strata::model::Engine| -> Result<f64> {
-        eng.forward(&toks[..1], PROMPT, &[0])?;
-        let t0 = Instant::now();
-        for (j, &tk) in toks.iter().enumerate() {
-            eng.forward(&[tk], PROMPT + j, &[0])?;
-        }
-        Ok(t0.elapsed().as_secs_f64() / n as f64)
-    };
     // the launches of a step with the fold off
     eng.set_fold_norms(false);
     let q = eng.queue().clone();
@@ -303,7 +302,7 @@ fn fold_ab(
         };
         for on in order {
             eng.set_fold_norms(on);
-            rounds[usize::from(!on)].push(step(eng)?);
+            rounds[usize::from(!on)].push(step_seconds(eng, toks)?);
         }
     }
     eng.set_fold_norms(was);

@@ -592,10 +592,20 @@ impl LayerCtx<'_> {
         let (k, c) = (self.k, self.cfg);
         let m = k.fused_round(&[wo]);
         let st = m.and_then(|m| k.stage(&s.xst, m, &[wo], self.t, c.n_head * c.head_dim));
-        if self.rope_store_attend(s, qk_norm, m, st)? {
-            k.mul_rounded(self.q, &s.xq, st, &mut [(wo, &mut s.o)], self.t)
+        let rounded = self.rope_store_attend(s, qk_norm, m, st)?;
+        self.project(s, wo, rounded)
+    }
+
+    /// s.o = Wo times the attention's output: s.xq and its stage when the attention rounded
+    /// it for Wo (`rounded`), else s.att, which the product rounds itself.
+    fn project(&self, s: &mut Scratch, wo: &WeightView, rounded: bool) -> Result<(), EngineError> {
+        let (k, q, c, t) = (self.k, self.q, self.cfg, self.t);
+        if let Some(m) = k.fused_round(&[wo]).filter(|_| rounded) {
+            // the stage the attention wrote (attend_project's)
+            let st = k.stage(&s.xst, m, &[wo], t, c.n_head * c.head_dim);
+            k.mul_rounded(q, &s.xq, st, &mut [(wo, &mut s.o)], t)
         } else {
-            k.mul(self.q, wo, &s.att, &s.xq, Some(&s.xst), &mut s.o, self.t)
+            k.mul(q, wo, &s.att, &s.xq, Some(&s.xst), &mut s.o, t)
         }
     }
 
@@ -616,16 +626,18 @@ impl LayerCtx<'_> {
         next: &[&WeightView],             // the products of xq, rounded in blocks of 32 for them
     ) -> Result<(), EngineError> {
         let (k, q, c, t) = (self.k, self.q, self.cfg, self.t);
-        let m = k.fused_round(&[wo]).filter(|_| k.fold_norms);
+        let m = k.fused_round(&[wo]);
         let st = m.and_then(|m| k.stage(&s.xst, m, &[wo], t, c.n_head * c.head_dim));
-        let takes = match post {
-            None => k.mat.residual_norm_takes(wo, st, t),
-            Some(_) => k.mat.post_norm_takes(wo, t),
-        };
-        let fold = m.is_some() && takes;
+        // decided before the attention runs: the fold reads the output rounded for Wo
+        let fold = k.fold_norms
+            && m.is_some()
+            && match post {
+                None => k.mat.residual_norm_takes(wo, st, t),
+                Some(_) => k.mat.post_norm_takes(wo, t),
+            };
         // (false: the attention could not round its output for Wo, and wrote s.att)
-        let rounded = fold && self.rope_store_attend(s, qk_norm, m, st)?;
-        if rounded {
+        let rounded = self.rope_store_attend(s, qk_norm, m, st)?;
+        if fold && rounded {
             let tail = NormTail {
                 counter: &s.arrivals,
                 w: norm,
@@ -633,7 +645,6 @@ impl LayerCtx<'_> {
                 st: k.stage(&s.xst, ActRound::Q8Block32, next, t, c.n_embd),
                 eps: c.rms_eps,
             };
-            // (the *_takes above said yes for this very (wo, st, t))
             let took = match post {
                 None => k
                     .mat
@@ -645,15 +656,8 @@ impl LayerCtx<'_> {
             if took {
                 return Ok(());
             }
-            return Err(EngineError::Unsupported(
-                "the folded output projection refused a launch it had taken".into(),
-            ));
         }
-        if fold {
-            k.mul(q, wo, &s.att, &s.xq, Some(&s.xst), &mut s.o, t)?;
-        } else {
-            self.attend_project(s, qk_norm, wo)?;
-        }
+        self.project(s, wo, rounded)?;
         let (n, eps) = (c.n_embd, c.rms_eps);
         let st2 = k.stage(&s.xst, ActRound::Q8Block32, next, t, n);
         match post {

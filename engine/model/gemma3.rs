@@ -75,24 +75,19 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<bool, EngineError> {
     } else {
         // (with STRATA_VNNI=1 the rounding also stages the integer-dot products' records)
         k.act.gelu_mul(q, &s.gate, &s.up, &s.gate, t * c.n_ff)?;
-        let fold = l.next_prenorm().filter(|_| k.mat.post_norm_takes(&wd, t));
-        if let Some(nw) = fold {
-            // x += norm(Wdown act) * post_ffw_norm and the next layer's input norm, in the
-            // product's launch (bitwise the product, rms_norm_add and rms_norm_q8_32)
-            let (input, _) = k.round_input(q, &wd, &s.gate, &s.xq, Some(&s.xst), t)?;
+        // (Kernels::mul's two steps: the down input rounded, the product)
+        let (input, st) = k.round_input(q, &wd, &s.gate, &s.xq, Some(&s.xst), t)?;
+        if let Some(nw) = l.next_prenorm() {
+            // x += norm(Wdown act) * post_ffw_norm and the next layer's input norm, in one
+            // launch where it takes Wdown (bitwise the product, rms_norm_add and rms_norm_q8_32)
             let tail = l.next_norm_tail(&s.arrivals, &s.xq, &s.xst, nw);
-            // (post_norm_takes said yes above for this very (wd, t))
             if k.mat
                 .mmvq_post_norm(q, &wd, input, &mut s.o, post_ffw, &mut s.x, &tail, t)?
             {
                 return Ok(true);
             }
-            return Err(EngineError::Unsupported(
-                "the folded down projection refused a launch it had taken".into(),
-            ));
-        } else {
-            k.mul(q, &wd, &s.gate, &s.xq, Some(&s.xst), &mut s.o, t)?;
         }
+        k.mat.mul_staged(q, &wd, input, st, &mut s.o, t)?;
     }
     k.norm
         .rms_norm_add(q, &s.o, post_ffw, &s.x, t, c.n_embd, c.rms_eps)?;

@@ -52,11 +52,9 @@ pub fn layer(l: &LayerCtx, s: &mut Scratch) -> Result<bool, EngineError> {
         let (n, st) = (t * c.n_ff, k.stage(&s.xst, m, &[&wd], t, c.n_ff));
         k.glu_q8
             .run(q, Glu::Silu, &s.gate, &s.up, &s.xq, n, m.block(), st)?;
-        let fold = l
-            .next_prenorm()
-            .filter(|_| k.mat.residual_norm_takes(&wd, st, t));
-        if let Some(nw) = fold {
-            // x += Wdown act and the next layer's input norm, in one launch (the same bits)
+        if let Some(nw) = l.next_prenorm() {
+            // x += Wdown act and the next layer's input norm, in one launch where it takes Wdown
+            // (the same bits)
             let tail = l.next_norm_tail(&s.arrivals, &s.xq, &s.xst, nw);
             if k.mat
                 .mmvq_residual_norm(q, &wd, &s.xq, st, &mut s.x, &tail, t)?

@@ -212,6 +212,19 @@ static inline void kk_run(const uint8_t *wt, const float *x, float *y, int n_in,
 #define HDR 0
 #endif
 
+// One work-group's product (one 16-lane work-group per tile): the body of every kernel below.
+template <int TT>
+static inline void kk_tile(uint64_t a_w, uint64_t a_x, uint64_t a_y, int n_in, int n_out) {
+  const uint8_t *w = STRATA_ADDR(const uint8_t, a_w);
+  const float *x = STRATA_ADDR(const float, a_x);
+  float *y = STRATA_ADDR(float, a_y);
+  auto it = syclext::this_work_item::get_nd_item<1>();
+  const int lane = (int)it.get_sub_group().get_local_linear_id();
+  const size_t tile = it.get_group(0);
+  const int nb = n_in / 256;
+  kk_run<TT>(w + tile * (size_t)nb * (HDR + REC), x, y, n_in, n_out, nb, lane, tile);
+}
+
 // One kernel per column count (mmvq_ktiled_t1 .. _t8), as mmvq_tiled.cpp: a run-time T inside
 // one kernel is linearised by the vectoriser into masked code. Buffers as addresses: addr.hpp.
 #define KK_KERNEL(TT)                                                                           \
@@ -221,14 +234,7 @@ static inline void kk_run(const uint8_t *wt, const float *x, float *y, int n_in,
                          uint64_t a_x, /* (TT, n_in) f32 */                                     \
                          uint64_t a_y, /* (TT, n_out) f32 */                                    \
                          int n_in, int n_out) {                                                 \
-    const uint8_t *w = STRATA_ADDR(const uint8_t, a_w);                                            \
-    const float *x = STRATA_ADDR(const float, a_x);                                                \
-    float *y = STRATA_ADDR(float, a_y);                                                            \
-    auto it = syclext::this_work_item::get_nd_item<1>();                                        \
-    const int lane = (int)it.get_sub_group().get_local_linear_id();                             \
-    const size_t tile = it.get_group(0); /* one 16-lane work-group per tile */                  \
-    const int nb = n_in / 256;                                                                  \
-    kk_run<TT>(w + tile * (size_t)nb * (HDR + REC), x, y, n_in, n_out, nb, lane, tile);         \
+    kk_tile<TT>(a_w, a_x, a_y, n_in, n_out);                                                    \
   }
 #if defined(CFG_NORM_TAIL)
 // -DCFG_NORM_TAIL (with norm.hpp, actq.hpp, xstage.hpp, norm_q8.hpp): Gemma's post-norm into the
@@ -252,15 +258,10 @@ static inline void kk_run(const uint8_t *wt, const float *x, float *y, int n_in,
                               uint64_t a_nst, /* yq's stage (xstage.hpp), or 0 */              \
                               uint64_t a_nrec, /* its integer records, or 0 */                 \
                               int n_in, int n_out, float eps) {                                \
-    const uint8_t *w = STRATA_ADDR(const uint8_t, a_w);                                            \
-    const float *x = STRATA_ADDR(const float, a_x);                                                \
-    float *y = STRATA_ADDR(float, a_y);                                                            \
-    auto it = syclext::this_work_item::get_nd_item<1>();                                        \
-    auto sg = it.get_sub_group();                                                               \
+    kk_tile<TT>(a_w, a_x, a_y, n_in, n_out);                                                    \
+    auto sg = syclext::this_work_item::get_nd_item<1>().get_sub_group();                        \
     const int lane = (int)sg.get_local_linear_id();                                            \
-    const size_t tile = it.get_group(0); /* one 16-lane work-group per tile */                  \
-    const int nb = n_in / 256;                                                                  \
-    kk_run<TT>(w + tile * (size_t)nb * (HDR + REC), x, y, n_in, n_out, nb, lane, tile);         \
+    const float *y = STRATA_ADDR(const float, a_y);                                             \
     unsigned *cnt = STRATA_ADDR(unsigned, a_cnt);                                               \
     if (!arrived_last(cnt, sg, lane)) return;                                                   \
     for (int row = 0; row < TT; ++row)                                                          \
