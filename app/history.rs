@@ -1,6 +1,14 @@
 //! Conversation history: one JSON file per conversation under `<data dir>/conversations`, written
 //! atomically (temp file, fsync, rename, fsync the directory), reloadable, exportable to markdown.
 //! A file that does not parse is moved aside (`NAME.json.corrupt-N`), never overwritten.
+//!
+//! Ids name files, so they are checked before any path is made from them: only the form the app
+//! writes ([`stamp`], plus `-N` when that name is taken) is an id, which keeps every path inside
+//! the conversations (or exports) directory. A bad id — from `--resume` or from inside a file —
+//! is an error that names it and touches no file. A file's name is its id: a file whose inner
+//! `"id"` is a different valid id is loaded under its file name (so saving it writes back to the
+//! file it came from, never to another conversation's file); one whose inner id is not an id at
+//! all is refused and left as it is.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -12,6 +20,62 @@ use serde::{Deserialize, Serialize};
 use strata::protocol::Role;
 
 pub const FORMAT_VERSION: u32 = 1;
+
+/// The longest counter after a stamp (`-N`) an id may have: far past any real collision count,
+/// short enough that an id is never a long string.
+const MAX_COUNTER_DIGITS: usize = 9;
+/// Ids quoted in errors are cut to this many characters (an over-long one is still named).
+const SHOWN_ID_CHARS: usize = 120;
+
+/// The id quoted for an error: control characters escaped, cut if long.
+fn shown(id: &str) -> String {
+    let mut s: String = id.chars().take(SHOWN_ID_CHARS).collect();
+    if id.chars().count() > SHOWN_ID_CHARS {
+        s.push('…');
+    }
+    format!("\"{}\"", s.escape_debug())
+}
+
+/// Whether `id` has the form the app writes: `YYYYMMDD-HHMMSS` or `YYYYMMDD-HHMMSS-N` (ASCII
+/// digits; N of 1 to [`MAX_COUNTER_DIGITS`] digits). Nothing else — no `/`, `.`, NUL, empty or
+/// long names — so `<dir>/<id>.json` is always a file directly in `<dir>`.
+pub fn is_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    let digits = |r: &[u8]| !r.is_empty() && r.iter().all(u8::is_ascii_digit);
+    if b.len() < 15 || !digits(&b[..8]) || b[8] != b'-' || !digits(&b[9..15]) {
+        return false;
+    }
+    match &b[15..] {
+        [] => true,
+        [b'-', n @ ..] => digits(n) && n.len() <= MAX_COUNTER_DIGITS,
+        _ => false,
+    }
+}
+
+/// `Ok` for an id ([`is_id`]); otherwise an error that names it.
+pub fn check_id(id: &str) -> Result<()> {
+    if is_id(id) {
+        Ok(())
+    } else {
+        Err(anyhow!(
+            "{} is not a conversation id (ids look like 20261202-101500 or 20261202-101500-2: \
+             the name of a file in the conversations directory, without .json)",
+            shown(id)
+        ))
+    }
+}
+
+/// `<dir>/<id><ext>` for a checked id, and checked again to be a file directly in `dir`.
+fn file_in(dir: &Path, id: &str, ext: &str) -> Result<PathBuf> {
+    check_id(id)?;
+    let path = dir.join(format!("{id}{ext}"));
+    // is_id admits no separator or dot-dot, so this holds; kept so a future change to the id
+    // form cannot reopen the way out of `dir` silently
+    if path.parent() != Some(dir) {
+        return Err(anyhow!("{} would leave {}", shown(id), dir.display()));
+    }
+    Ok(path)
+}
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Conversation {
@@ -82,8 +146,9 @@ impl HistoryStore {
         &self.dir
     }
 
-    fn path(&self, id: &str) -> PathBuf {
-        self.dir.join(format!("{id}.json"))
+    /// The file of a conversation: an error naming `id` if it is not an id.
+    fn path(&self, id: &str) -> Result<PathBuf> {
+        file_in(&self.dir, id, ".json")
     }
 
     /// A fresh id (timestamp, plus a counter if that name is taken).
@@ -91,7 +156,7 @@ impl HistoryStore {
         let base = stamp(unix);
         let mut id = base.clone();
         let mut n = 2;
-        while self.path(&id).exists() {
+        while self.dir.join(format!("{id}.json")).exists() {
             id = format!("{base}-{n}");
             n += 1;
         }
@@ -99,20 +164,36 @@ impl HistoryStore {
     }
 
     pub fn save(&self, c: &Conversation) -> Result<PathBuf> {
+        // the id first: a bad one creates nothing, not even the directory
+        let path = self.path(&c.id).context("saving the conversation")?;
         fs::create_dir_all(&self.dir)
             .with_context(|| format!("creating {}", self.dir.display()))?;
         let json = serde_json::to_vec_pretty(c).context("serialising the conversation")?;
-        let path = self.path(&c.id);
         write_atomic(&path, &json)?;
         Ok(path)
     }
 
-    /// Loads a conversation. A file that does not parse is renamed aside and the error says where.
+    /// Loads a conversation. A file that does not parse is renamed aside and the error says where;
+    /// a bad `id`, or a file whose inner id is not an id, is an error that touches nothing. The
+    /// conversation comes back under its file's id (see the module doc).
     pub fn load(&self, id: &str) -> Result<Conversation> {
-        let path = self.path(id);
+        let path = self.path(id)?;
         let bytes = fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
         match serde_json::from_slice::<Conversation>(&bytes) {
-            Ok(c) => Ok(c),
+            Ok(mut c) => {
+                if !is_id(&c.id) {
+                    return Err(anyhow!(
+                        "{}: its \"id\" {} is not a conversation id; left the file as it is",
+                        path.display(),
+                        shown(&c.id)
+                    ));
+                }
+                if c.id != id {
+                    tracing::warn!(file = %path.display(), inner = %c.id, "conversation id differs from its file name; using the file name");
+                    c.id = id.to_string();
+                }
+                Ok(c)
+            }
             Err(e) => {
                 let aside = self.move_aside(&path)?;
                 Err(anyhow!(
@@ -153,16 +234,16 @@ impl HistoryStore {
                     .and_then(|n| n.strip_suffix(".json"))
                     .map(String::from)
             })
-            .filter(|n| !n.starts_with('.'))
+            .filter(|n| is_id(n))
             .collect();
         ids.sort_unstable_by(|a, b| b.cmp(a));
         Ok(ids)
     }
 
-    /// Writes `<dir>/<id>.md` and returns its path.
+    /// Writes `<dir>/<id>.md` and returns its path (an error naming the id if it is not one).
     pub fn export_markdown(&self, c: &Conversation, dir: &Path) -> Result<PathBuf> {
+        let path = file_in(dir, &c.id, ".md").context("exporting the conversation")?;
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let path = dir.join(format!("{}.md", c.id));
         write_atomic(&path, to_markdown(c).as_bytes())?;
         Ok(path)
     }
@@ -224,6 +305,8 @@ fn sync_dir(dir: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
+    const ID: &str = "20261202-101500";
+
     fn convo(id: &str) -> Conversation {
         Conversation {
             version: FORMAT_VERSION,
@@ -280,20 +363,29 @@ mod tests {
     fn corrupt_file_is_moved_aside_not_overwritten() {
         let dir = tempfile::tempdir().unwrap();
         let store = HistoryStore::new(dir.path().to_path_buf());
-        let bad = b"{\"version\":1,\"id\":\"x\",\"messa";
-        fs::write(dir.path().join("x.json"), bad).unwrap();
-        let err = store.load("x").unwrap_err().to_string();
+        let bad = b"{\"version\":1,\"id\":\"20261202-101500\",\"messa";
+        fs::write(dir.path().join(format!("{ID}.json")), bad).unwrap();
+        let err = store.load(ID).unwrap_err().to_string();
         assert!(
-            err.contains("corrupt") && err.contains("x.json.corrupt-1"),
+            err.contains("corrupt") && err.contains(&format!("{ID}.json.corrupt-1")),
             "{err}"
         );
-        assert!(!dir.path().join("x.json").exists());
-        assert_eq!(fs::read(dir.path().join("x.json.corrupt-1")).unwrap(), bad);
+        assert!(!dir.path().join(format!("{ID}.json")).exists());
+        assert_eq!(
+            fs::read(dir.path().join(format!("{ID}.json.corrupt-1"))).unwrap(),
+            bad
+        );
         // A second corrupt file with the same name keeps the first one.
-        fs::write(dir.path().join("x.json"), b"[").unwrap();
-        assert!(store.load("x").is_err());
-        assert_eq!(fs::read(dir.path().join("x.json.corrupt-1")).unwrap(), bad);
-        assert_eq!(fs::read(dir.path().join("x.json.corrupt-2")).unwrap(), b"[");
+        fs::write(dir.path().join(format!("{ID}.json")), b"[").unwrap();
+        assert!(store.load(ID).is_err());
+        assert_eq!(
+            fs::read(dir.path().join(format!("{ID}.json.corrupt-1"))).unwrap(),
+            bad
+        );
+        assert_eq!(
+            fs::read(dir.path().join(format!("{ID}.json.corrupt-2"))).unwrap(),
+            b"["
+        );
         assert!(
             store.list().unwrap().is_empty(),
             "moved-aside files are not conversations"
@@ -305,7 +397,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = HistoryStore::new(dir.path().join("c"));
         let p = store
-            .export_markdown(&convo("c1"), &dir.path().join("out"))
+            .export_markdown(&convo(ID), &dir.path().join("out"))
             .unwrap();
         let md = fs::read_to_string(p).unwrap();
         assert!(md.contains("## You\n\nHi\n"), "{md}");
@@ -313,5 +405,163 @@ mod tests {
             md.contains("## Assistant\n\nHello **there**\n\n_(interrupted)_"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn ids_are_the_form_the_app_writes_and_nothing_else() {
+        for ok in [
+            ID,
+            "20261202-101500-2",
+            "20261202-101500-123456789",
+            &stamp(now_unix()),
+        ] {
+            assert!(is_id(ok), "{ok}");
+            check_id(ok).unwrap();
+        }
+        let long = format!("{ID}-{}", "9".repeat(10_000));
+        for bad in [
+            "../x",
+            "../../../../etc/passwd",
+            "/tmp/victim",
+            "a/b",
+            "20261202/101500",
+            "",
+            "\0",
+            "20261202-101500\0",
+            "20261202-101500-1234567890", // a 10-digit counter: over-long
+            long.as_str(),
+            "20261202-101500-",
+            "20261202-101500-x",
+            "20261202-1015000",
+            "2026120-101500",
+            " 20261202-101500",
+            "20261202-101500.json",
+            "20261202-10150٣", // a non-ASCII digit
+            "..",
+            ".",
+            "x",
+        ] {
+            assert!(!is_id(bad), "{bad:?}");
+            let err = check_id(bad).unwrap_err().to_string();
+            assert!(err.contains("is not a conversation id"), "{err}");
+            // named (escaped, cut when long)
+            let head: String = bad.chars().take(20).collect::<String>();
+            assert!(
+                err.contains(&head.escape_debug().to_string()),
+                "{bad:?}: {err}"
+            );
+            assert!(err.len() < 400, "an over-long id is cut: {}", err.len());
+        }
+    }
+
+    /// Every file under `dir` (recursively) with its bytes.
+    fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out = Vec::new();
+        for e in fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(tree(&p));
+            } else {
+                out.push((p.clone(), fs::read(&p).unwrap()));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_bad_id_touches_no_file() {
+        let root = tempfile::tempdir().unwrap();
+        let conv = root.path().join("data/conversations");
+        let store = HistoryStore::new(conv.clone());
+        store.save(&convo(ID)).unwrap();
+        // a file that is no conversation, beside the data dir (the --resume DIR/victim case)
+        fs::write(root.path().join("victim.json"), b"{\"precious\":1}").unwrap();
+        fs::write(conv.join("victim.json"), b"{\"precious\":2}").unwrap();
+        let before = tree(root.path());
+        let abs = root.path().join("victim").display().to_string();
+        for bad in [
+            "../../victim",
+            abs.as_str(),
+            "sub/victim",
+            "victim",
+            "",
+            "20261202-101500\0",
+            "20261202-101500-1234567890",
+        ] {
+            let err = format!("{:#}", store.load(bad).unwrap_err());
+            assert!(err.contains("is not a conversation id"), "{bad:?}: {err}");
+            let err = format!("{:#}", store.save(&convo(bad)).unwrap_err());
+            assert!(
+                err.contains("saving the conversation") && err.contains("not a conversation id"),
+                "{bad:?}: {err}"
+            );
+            let err = format!(
+                "{:#}",
+                store
+                    .export_markdown(&convo(bad), &root.path().join("data/exports"))
+                    .unwrap_err()
+            );
+            assert!(err.contains("not a conversation id"), "{bad:?}: {err}");
+            assert_eq!(tree(root.path()), before, "{bad:?}: no rename, no write");
+        }
+        assert!(!root.path().join("data/exports").exists());
+        // a bad id creates nothing, not even the directory
+        let fresh = HistoryStore::new(root.path().join("fresh"));
+        assert!(fresh.save(&convo("../x")).is_err());
+        assert!(!root.path().join("fresh").exists());
+        // only ids are listed (victim.json is not a conversation)
+        assert_eq!(store.list().unwrap(), vec![ID.to_string()]);
+    }
+
+    #[test]
+    fn a_hostile_id_inside_a_file_is_refused_and_left_alone() {
+        let root = tempfile::tempdir().unwrap();
+        let store = HistoryStore::new(root.path().join("conv"));
+        fs::create_dir_all(store.dir()).unwrap();
+        let mut c = convo(ID);
+        c.id = format!("../../../../{}/pwned", root.path().display());
+        let json = serde_json::to_vec_pretty(&c).unwrap();
+        fs::write(store.dir().join(format!("{ID}.json")), &json).unwrap();
+        let before = tree(root.path());
+        let err = format!("{:#}", store.load(ID).unwrap_err());
+        assert!(
+            err.contains(&format!("{ID}.json"))
+                && err.contains("pwned")
+                && err.contains("not a conversation id"),
+            "{err}"
+        );
+        assert_eq!(tree(root.path()), before, "not renamed, not rewritten");
+        // nor can a conversation carrying it be saved or exported anywhere
+        assert!(store.save(&c).is_err());
+        assert!(store
+            .export_markdown(&c, &root.path().join("exports"))
+            .is_err());
+        assert_eq!(tree(root.path()), before);
+    }
+
+    #[test]
+    fn a_file_whose_inner_id_differs_is_loaded_under_its_file_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = HistoryStore::new(dir.path().to_path_buf());
+        let other = "20261202-101500-2";
+        store.save(&convo(other)).unwrap();
+        // a copy of it under another name (the user copied the file)
+        let copy = fs::read(dir.path().join(format!("{other}.json"))).unwrap();
+        fs::write(dir.path().join(format!("{ID}.json")), &copy).unwrap();
+        let c = store.load(ID).unwrap();
+        assert_eq!(c.id, ID, "the file name wins");
+        // so saving it writes back to its own file, not over the other conversation
+        let mut changed = c.clone();
+        changed.messages.pop();
+        assert_eq!(
+            store.save(&changed).unwrap(),
+            dir.path().join(format!("{ID}.json"))
+        );
+        assert_eq!(
+            fs::read(dir.path().join(format!("{other}.json"))).unwrap(),
+            copy
+        );
+        assert_eq!(store.load(ID).unwrap().messages.len(), 1);
     }
 }

@@ -8,204 +8,22 @@
 //!
 //! Needs tmux (installed by .ci/run). Run with `--nocapture` to see the screens.
 
-use std::path::Path;
-use std::process::Command;
+mod tui_support;
+
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_strata");
-const COLS: u16 = 130;
-const ROWS: u16 = 40;
-const PROMPT_MARK: &str = "E2E-SHELL$ ";
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn new() -> Tmux {
-        let ok = Command::new("tmux").arg("-V").output();
-        assert!(
-            ok.is_ok_and(|o| o.status.success()),
-            "tmux is needed for this test (apt-get install tmux; .ci/run installs it)"
-        );
-        Tmux {
-            socket: format!("strata-e2e-{}", std::process::id()),
-        }
-    }
-
-    fn cmd(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.socket, "-f", "/dev/null"])
-            .args(args)
-            .output()
-            .expect("running tmux");
-        assert!(
-            out.status.success(),
-            "tmux {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.cmd(&["capture-pane", "-p", "-t", "e2e"])
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut a = vec!["send-keys", "-t", "e2e"];
-        a.extend_from_slice(keys);
-        self.cmd(&a);
-    }
-
-    fn type_text(&self, text: &str) {
-        self.cmd(&["send-keys", "-t", "e2e", "-l", text]);
-    }
-
-    /// Polls the screen until `pred` accepts it; the last screen is printed on timeout.
-    fn wait<T>(&self, what: &str, secs: u64, mut pred: impl FnMut(&str) -> Option<T>) -> T {
-        let t0 = Instant::now();
-        let mut last = String::new();
-        while t0.elapsed() < Duration::from_secs(secs) {
-            last = self.screen();
-            if let Some(v) = pred(&last) {
-                println!("[{:>5.1} s] {what}", t0.elapsed().as_secs_f64());
-                return v;
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
-        panic!("timed out after {secs} s waiting for: {what}\nlast screen:\n{last}");
-    }
-
-    fn pane_pid(&self) -> u32 {
-        self.cmd(&["display-message", "-p", "-t", "e2e", "#{pane_pid}"])
-            .trim()
-            .parse()
-            .expect("tmux pane_pid is a number")
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .output();
-    }
-}
-
-/// Direct children of `pid` whose command line contains `needle`.
-fn children(pid: u32, needle: &str) -> Vec<u32> {
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in dir.flatten() {
-        let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
-        // Field 4 (after the parenthesised name, which may hold spaces) is the parent pid.
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|s| s.parse::<u32>().ok());
-        let cmdline = std::fs::read(format!("/proc/{p}/cmdline"))
-            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
-            .unwrap_or_default();
-        if ppid == Some(pid) && cmdline.contains(needle) {
-            out.push(p);
-        }
-    }
-    out
-}
-
-fn alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .unwrap_or_default()
-            .contains(") Z ")
-}
-
-/// The number right after `label` on the first line containing it, e.g. "decode 28.2 tok/s".
-fn number_after(screen: &str, label: &str) -> Option<f64> {
-    screen.lines().find_map(|l| {
-        let rest = &l[l.find(label)? + label.len()..];
-        let num: String = rest
-            .trim_start()
-            .chars()
-            .take_while(|c| c.is_ascii_digit() || *c == '.')
-            .collect();
-        num.parse().ok()
-    })
-}
-
-/// The conversation pane's text: the rows between its top border ("╭ Conversation") and its
-/// bottom border, each cut where the side panels start (the "╭ Verify window" corner's column).
-fn conversation(screen: &str) -> String {
-    let col = screen
-        .lines()
-        .find_map(|l| {
-            let at = l.find("╭ Verify window")?;
-            Some(l[..at].chars().count())
-        })
-        .unwrap_or(usize::MAX);
-    screen
-        .lines()
-        .skip_while(|l| !l.starts_with("╭ Conversation"))
-        .skip(1)
-        .take_while(|l| !l.starts_with('╰'))
-        .map(|l| l.chars().take(col).collect::<String>())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn status_line(screen: &str) -> &str {
-    screen.lines().next().unwrap_or("")
-}
-
-/// The engine pid the kernel-flags panel shows ("Kernel flags pid N").
-fn shown_pid(screen: &str) -> Option<u32> {
-    number_after(screen, "Kernel flags pid").map(|n| n as u32)
-}
-
-fn flag_shown_on(screen: &str, name: &str) -> bool {
-    screen
-        .lines()
-        .any(|l| l.contains(&format!("● {name}")) && l.contains(" on "))
-}
+use tui_support::{
+    alive, bin, children, conversation, flag_shown_on, number_after, shown_pid, status_line, Home,
+    Tmux, COLS, PROMPT_MARK, ROWS,
+};
 
 #[test]
 fn tui_against_the_real_engine_in_tmux() {
-    let model = strata::paths::model_path(strata::paths::SMOLLM2_ENV)
-        .unwrap_or_else(|e| panic!("SmolLM2 model missing (run `make setup`): {e}"));
-    let home = tempfile::tempdir().expect("temp HOME");
-    let h = home.path().display().to_string();
-    // Config, data (history) and state (logs) go to the temp HOME; the SYCL kernel cache stays the
-    // user's, so the engine starts with warm kernels as it would for them.
-    let kcache = strata::sycl::runtime::default_cache_dir()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| format!("{h}/cache/strata/sycl-cache"));
-    let tmux = Tmux::new();
-    let env = format!(
-        "env -u STRATA_HC_Q8 -u STRATA_GR_FUSED -u STRATA_MMVQ_KREG -u STRATA_VNNI HOME={h} \
-         XDG_CONFIG_HOME={h}/config XDG_DATA_HOME={h}/data XDG_STATE_HOME={h}/state \
-         XDG_CACHE_HOME={h}/cache SYCL_CACHE_DIR={kcache} PS1='{PROMPT_MARK}' \
-         bash --norc --noprofile"
-    );
-    tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "e2e",
-        "-x",
-        &COLS.to_string(),
-        "-y",
-        &ROWS.to_string(),
-        &env,
-    ]);
-    tmux.wait("the shell prompt", 10, |s| {
-        s.contains(PROMPT_MARK.trim_end()).then_some(())
-    });
-    tmux.type_text(&format!("{BIN} --model {}", model.display()));
+    let model = tui_support::smollm2();
+    let home = Home::new();
+    let tmux = Tmux::new("e2e");
+    tmux.start_shell(&home);
+    tmux.type_text(&format!("{} --model {}", bin(), model.display()));
     tmux.keys(&["Enter"]);
 
     // 1. The model loads.
@@ -213,7 +31,7 @@ fn tui_against_the_real_engine_in_tmux() {
         let st = status_line(s);
         (st.contains("engine ready") && st.contains("llama")).then(|| s.to_string())
     });
-    let tui_pid = children(tmux.pane_pid(), BIN)
+    let tui_pid = children(tmux.pane_pid(), &bin())
         .into_iter()
         .next()
         .expect("the strata TUI runs under the pane's shell");
@@ -321,10 +139,7 @@ fn tui_against_the_real_engine_in_tmux() {
 
     // 5. Quit: the TUI and its engine exit, the shell prompt returns, the tty is cooked again.
     tmux.keys(&["C-q"]);
-    tmux.wait("the shell prompt after quitting", 30, |s| {
-        let last = s.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-        last.starts_with(PROMPT_MARK.trim_end()).then_some(())
-    });
+    tmux.wait_prompt("the shell prompt after quitting", 30);
     let t0 = Instant::now();
     while (alive(tui_pid) || alive(engine3)) && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(100));
@@ -344,7 +159,7 @@ fn tui_against_the_real_engine_in_tmux() {
         words.contains(&"icanon") && words.contains(&"echo"),
         "the terminal is restored: {modes}"
     );
-    let saved = std::fs::read_dir(home.path().join("data/strata/conversations"))
+    let saved = std::fs::read_dir(home.conversations())
         .map(|d| d.count())
         .unwrap_or(0);
     assert!(

@@ -1,14 +1,15 @@
 //! Markdown to styled, width-wrapped lines: headings, paragraphs with emphasis/strong/inline code,
 //! bullet and numbered lists (nested), block quotes, rules, and fenced code blocks with syntax
 //! colours. Parsing is pulldown-cmark's; layout and wrapping are ours so the chat can cache lines
-//! per message and width.
+//! per message and width. Every character that goes into a span passes `sanitize::visible`
+//! (control characters drawn as markers, never sent to the terminal).
 
 use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
-use super::{highlight, theme};
+use super::{highlight, sanitize, theme};
 
 /// Word-wraps styled text to `width` columns. `'\n'` in the text forces a break. The first line
 /// starts with `first`, the following ones with `rest` (hanging indents, quote bars). Words longer
@@ -60,17 +61,23 @@ impl<'p> Wrapper<'p> {
     }
 
     fn feed(&mut self, text: &str, style: Style) {
-        for c in text.chars() {
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '\r' && chars.peek() == Some(&'\n') {
+                // a CRLF line end is a line end (a lone CR is shown: it would move the cursor)
+                continue;
+            }
             if c == '\n' {
                 self.end_word();
                 self.pending_space = None;
                 self.break_line();
-            } else if c.is_whitespace() {
+            } else if c == '\t' || (c.is_whitespace() && !c.is_control()) {
                 self.end_word();
                 if self.cur_w > self.prefix_w {
                     self.pending_space = Some(style);
                 }
             } else {
+                let c = sanitize::visible(c);
                 match self.word.last_mut() {
                     Some((t, s)) if *s == style => t.push(c),
                     _ => self.word.push((c.to_string(), style)),
@@ -227,7 +234,7 @@ impl Renderer {
         let label = if info.trim().is_empty() {
             "code".to_string()
         } else {
-            info.trim().to_string()
+            sanitize::text(info.trim()).into_owned()
         };
         head.push(Span::styled(format!("┌─ {label}"), theme::CODE_FRAME));
         self.out.push(Line::from(head));
@@ -235,6 +242,7 @@ impl Renderer {
         bar.push(Span::styled("│ ", theme::CODE_FRAME));
         let mut state = highlight::State::default();
         for src in text.trim_end_matches('\n').split('\n') {
+            let src = src.strip_suffix('\r').unwrap_or(src); // CRLF: the CR is the line end
             let spans: Vec<(String, Style)> = highlight::line(lang, src, &mut state)
                 .into_iter()
                 .map(|s| (s.content.into_owned(), s.style))
@@ -391,7 +399,12 @@ fn wrap_code(spans: &[(String, Style)], width: usize, bar: &[Span<'static>]) -> 
     for (text, style) in spans {
         let mut piece = String::new();
         for c in text.chars() {
-            let cw = if c == '\t' { 4 } else { c.width().unwrap_or(0) };
+            let c = sanitize::visible(c);
+            let cw = if c == '\t' {
+                sanitize::TAB.len()
+            } else {
+                c.width().unwrap_or(0)
+            };
             if w + cw > width && w > bar_w {
                 if !piece.is_empty() {
                     cur.push(Span::styled(std::mem::take(&mut piece), *style));
@@ -400,7 +413,7 @@ fn wrap_code(spans: &[(String, Style)], width: usize, bar: &[Span<'static>]) -> 
                 w = bar_w;
             }
             if c == '\t' {
-                piece.push_str("    ");
+                piece.push_str(sanitize::TAB);
             } else {
                 piece.push(c);
             }

@@ -8,6 +8,7 @@ pub mod input;
 pub mod logging;
 pub mod markdown;
 pub mod panes;
+pub mod sanitize;
 pub mod stats;
 pub mod strings;
 pub mod terminal;
@@ -16,6 +17,8 @@ pub mod ui;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_security;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -46,6 +49,10 @@ const TICK: Duration = Duration::from_secs(1);
 const STATS_EVERY_TICKS: u32 = 3;
 
 pub fn run(opts: Options) -> Result<()> {
+    // a bad `--resume ID` (a path, `../x`) is refused before anything opens or touches a file
+    if let Some(Some(id)) = &opts.resume {
+        history::check_id(id).map_err(|e| anyhow::anyhow!("--resume: {e}"))?;
+    }
     let (_log_guard, log_dir) = logging::init()?;
     tracing::info!(?opts, log_dir = %log_dir.display(), "strata TUI starting");
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -625,17 +625,20 @@ fn resume_reloads_a_saved_conversation_and_reports_a_corrupt_one() {
     assert_eq!(resumed.conversation_id, app.conversation_id);
     assert_eq!(resumed.messages.len(), 4);
     assert_eq!(resumed.messages[1].content, REPLY);
-    std::fs::write(dir.path().join("conv/broken.json"), "{").unwrap();
+    std::fs::write(dir.path().join("conv/20251130-000000.json"), "{").unwrap();
     let r = build_app(
         &Options {
-            resume: Some(Some("broken".into())),
+            resume: Some(Some("20251130-000000".into())),
             ..Options::default()
         },
         &history,
     );
     assert!(r.messages.is_empty());
     assert!(r.banner[0].contains("moved it to"), "{:?}", r.banner);
-    assert!(dir.path().join("conv/broken.json.corrupt-1").exists());
+    assert!(dir
+        .path()
+        .join("conv/20251130-000000.json.corrupt-1")
+        .exists());
 }
 
 /// The top line of a drawn screen.

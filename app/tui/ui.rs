@@ -7,7 +7,7 @@ use ratatui::Frame;
 
 use super::app::{App, Overlay};
 use super::panes;
-use super::{strings, theme};
+use super::{sanitize, strings, theme};
 
 /// Below this the layout cannot be drawn sensibly: a message instead.
 pub const MIN_WIDTH: u16 = 60;
@@ -16,7 +16,20 @@ pub const MIN_HEIGHT: u16 = 16;
 pub const PANELS_FROM_WIDTH: u16 = 100;
 pub const PANEL_WIDTH: u16 = 44;
 
+/// Draws the frame; [`sanitize::scrub`] then makes sure no control character reaches the
+/// terminal (each pane already shows them as markers; this catches one that did not).
 pub fn draw(f: &mut Frame, app: &App) {
+    draw_screen(f, app);
+    let scrubbed = sanitize::scrub(f.buffer_mut());
+    if scrubbed > 0 {
+        tracing::warn!(
+            cells = scrubbed,
+            "control characters reached the frame unsanitised"
+        );
+    }
+}
+
+pub fn draw_screen(f: &mut Frame, app: &App) {
     let area = f.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         let msg = strings::too_small(area.width, area.height, MIN_WIDTH, MIN_HEIGHT);
@@ -62,7 +75,12 @@ pub fn draw(f: &mut Frame, app: &App) {
         let lines: Vec<Line> = app
             .banner
             .iter()
-            .map(|b| Line::from(Span::styled(format!("✗ {b}"), theme::ERROR)))
+            .map(|b| {
+                Line::from(Span::styled(
+                    format!("✗ {}", sanitize::text(b)),
+                    theme::ERROR,
+                ))
+            })
             .collect();
         f.render_widget(Paragraph::new(lines), banner);
     }

@@ -10,7 +10,7 @@ use strata::protocol::Card;
 
 use super::{block, fmt_bytes};
 use crate::tui::app::App;
-use crate::tui::{strings, theme};
+use crate::tui::{sanitize, strings, theme};
 
 fn card_lines(card: &Card, dense: bool) -> Vec<(Line<'static>, Option<(f64, Style)>)> {
     let total = card.used.total();
@@ -102,6 +102,6 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
             line.spans
                 .push(Span::styled("░".repeat(w - filled), theme::DIM));
         }
-        f.render_widget(Paragraph::new(line), r);
+        f.render_widget(Paragraph::new(sanitize::line(line)), r);
     }
 }

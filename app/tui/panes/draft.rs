@@ -7,7 +7,7 @@ use ratatui::Frame;
 
 use super::block;
 use crate::tui::app::App;
-use crate::tui::{strings, theme};
+use crate::tui::{sanitize, strings, theme};
 
 pub const HEIGHT: u16 = 4;
 
@@ -49,5 +49,5 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
             theme::PREVIOUS,
         ));
     }
-    f.render_widget(Paragraph::new(Line::from(spans)), text);
+    f.render_widget(Paragraph::new(sanitize::line(Line::from(spans))), text);
 }

@@ -7,7 +7,7 @@ use ratatui::Frame;
 
 use super::block;
 use crate::tui::app::App;
-use crate::tui::{strings, theme};
+use crate::tui::{sanitize, strings, theme};
 
 pub fn height(app: &App) -> u16 {
     app.flag_names().len() as u16 + 2
@@ -41,5 +41,5 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
             ])
         })
         .collect();
-    f.render_widget(Paragraph::new(lines), inner);
+    f.render_widget(Paragraph::new(sanitize::lines(lines)), inner);
 }

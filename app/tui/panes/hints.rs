@@ -6,7 +6,7 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use crate::tui::app::{App, Level};
-use crate::tui::{strings, theme};
+use crate::tui::{sanitize, strings, theme};
 
 pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let span = match &app.notice {
@@ -20,5 +20,8 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         }
         None => Span::styled(format!(" {}", strings::HINTS), theme::HINT_BAR),
     };
-    f.render_widget(Paragraph::new(span).style(theme::HINT_BAR), area);
+    f.render_widget(
+        Paragraph::new(sanitize::span(span)).style(theme::HINT_BAR),
+        area,
+    );
 }

@@ -24,7 +24,7 @@ pub fn block(title: &str) -> Block<'_> {
         .borders(Borders::ALL)
         .border_type(BorderType::Rounded)
         .border_style(theme::BORDER)
-        .title(title)
+        .title(super::sanitize::text(title))
         .title_style(theme::TITLE)
 }
 

@@ -8,7 +8,7 @@ use ratatui::Frame;
 use super::{block, centered};
 use crate::tui::app::App;
 use crate::tui::stats::flags_label;
-use crate::tui::{strings, theme};
+use crate::tui::{sanitize, strings, theme};
 
 pub fn render(app: &App, f: &mut Frame, area: Rect, cursor: usize) {
     let h = (app.presets.len() as u16) * 2 + app.preset_errors.len() as u16 * 2 + 5;
@@ -59,5 +59,8 @@ pub fn render(app: &App, f: &mut Frame, area: Rect, cursor: usize) {
         strings::PRESETS_FOOTER,
         theme::DIM,
     )));
-    f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
+    f.render_widget(
+        Paragraph::new(sanitize::lines(lines)).wrap(Wrap { trim: false }),
+        inner,
+    );
 }

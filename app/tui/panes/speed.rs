@@ -7,7 +7,7 @@ use ratatui::Frame;
 
 use super::{block, fmt_ms, fmt_tps};
 use crate::tui::app::App;
-use crate::tui::{strings, theme};
+use crate::tui::{sanitize, strings, theme};
 
 pub const HEIGHT: u16 = 7;
 
@@ -38,7 +38,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
             Span::styled("  median ", theme::LABEL),
             Span::styled(fmt_tps(m.decode_tps.median()), theme::VALUE),
         ]);
-        f.render_widget(Paragraph::new(line), top);
+        f.render_widget(Paragraph::new(sanitize::line(line)), top);
         let data = m.decode_tps.spark(spark.width as usize);
         f.render_widget(
             Sparkline::default().data(&data).style(theme::SPARK_SPEED),
@@ -53,7 +53,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
             Span::styled("  TTFT ", theme::LABEL),
             Span::styled(fmt_ms(m.ttft_ms.median()), theme::VALUE),
         ]);
-        f.render_widget(Paragraph::new(line), bottom);
+        f.render_widget(Paragraph::new(sanitize::line(line)), bottom);
     }
     if let Some(p) = &app.previous {
         let line = Line::from(Span::styled(
@@ -65,6 +65,6 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
             ),
             theme::PREVIOUS,
         ));
-        f.render_widget(Paragraph::new(line), prev);
+        f.render_widget(Paragraph::new(sanitize::line(line)), prev);
     }
 }

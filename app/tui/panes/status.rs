@@ -6,7 +6,7 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use crate::tui::app::{truncate, App, EngineState};
-use crate::tui::{strings, theme};
+use crate::tui::{sanitize, strings, theme};
 
 pub fn engine_text(s: &EngineState) -> String {
     match s {
@@ -90,5 +90,8 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         Span::styled(engine, engine_style),
         Span::styled(conv, theme::STATUS_BAR),
     ]);
-    f.render_widget(Paragraph::new(text).style(theme::STATUS_BAR), area);
+    f.render_widget(
+        Paragraph::new(sanitize::line(text)).style(theme::STATUS_BAR),
+        area,
+    );
 }

@@ -9,7 +9,7 @@ use ratatui::Frame;
 use super::{block, centered};
 use crate::tui::app::App;
 use crate::tui::stats::flags_label;
-use crate::tui::{flags, strings, theme};
+use crate::tui::{flags, sanitize, strings, theme};
 
 pub fn render(app: &App, f: &mut Frame, area: Rect, cursor: usize) {
     let names = app.flag_names();
@@ -80,5 +80,8 @@ pub fn render(app: &App, f: &mut Frame, area: Rect, cursor: usize) {
         strings::TOGGLES_FOOTER,
         theme::DIM,
     )));
-    f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
+    f.render_widget(
+        Paragraph::new(sanitize::lines(lines)).wrap(Wrap { trim: false }),
+        inner,
+    );
 }

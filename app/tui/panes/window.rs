@@ -7,7 +7,7 @@ use ratatui::Frame;
 
 use super::{block, fmt_ms};
 use crate::tui::app::App;
-use crate::tui::{strings, theme};
+use crate::tui::{sanitize, strings, theme};
 
 pub const HEIGHT: u16 = 7;
 
@@ -45,7 +45,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
                 Span::styled(format!("  ({} windows)", m.windows), theme::DIM),
             ]),
         ];
-        f.render_widget(Paragraph::new(lines), text);
+        f.render_widget(Paragraph::new(sanitize::lines(lines)), text);
         let data = m.window_ms.spark(spark.width as usize);
         f.render_widget(Sparkline::default().data(&data).style(theme::SPARK), spark);
     }
@@ -54,6 +54,6 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
             Span::styled(format!("before ({}): ", p.label), theme::PREVIOUS),
             Span::styled(format!("median {}", fmt_ms(p.window_ms)), theme::PREVIOUS),
         ]);
-        f.render_widget(Paragraph::new(line), prev);
+        f.render_widget(Paragraph::new(sanitize::line(line)), prev);
     }
 }
