@@ -17,7 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context, Result};
 use serde::{Deserialize, Serialize};
-use strata::protocol::Role;
+use strata::protocol::{Role, Sampling};
 
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -86,6 +86,16 @@ pub struct Conversation {
     pub preset: String,
     pub model: String,
     pub messages: Vec<SavedMessage>,
+    /// The system prompt and sampling set in the app for this conversation (Ctrl+S); absent:
+    /// the preset's. Optional, so files without it (older ones) load as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<ChatSettings>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ChatSettings {
+    pub system_prompt: String,
+    pub sampling: Sampling,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -326,6 +336,7 @@ mod tests {
                     interrupted: true,
                 },
             ],
+            settings: None,
         }
     }
 

@@ -230,6 +230,24 @@ pub struct Card {
     /// MoE expert cache counters; None for a dense model.
     #[serde(default)]
     pub experts: Option<ExpertCache>,
+    /// Set on a card that is the host CPU (its buffers are the engine process's memory): the
+    /// process's resident memory and the host memory it may grow into. None on a GPU card.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostMemory>,
+}
+
+/// The engine process's memory on the host, as a CPU-device card sees it (bytes).
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(default)]
+pub struct HostMemory {
+    /// Resident set size of the engine process (`VmRSS`): every host card's buffers plus the
+    /// runtime, the kernel code and the heap.
+    pub rss: u64,
+    /// What the process may grow to: the smaller of `MemAvailable + rss` and its cgroup's
+    /// memory limit.
+    pub budget: u64,
+    /// Where `budget` came from: `"meminfo"` (MemAvailable + rss) or `"cgroup"` (the limit).
+    pub budget_from: String,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]

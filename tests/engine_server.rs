@@ -513,3 +513,65 @@ fn split_cpu_2_loads_on_two_cards_and_generates_the_same_text() {
     drop(e.stdin.take());
     assert_eq!(e.wait_exit(10).code(), Some(0), "EOF exits 0");
 }
+
+/// VmRSS of process `pid` in bytes, read the way a user would check it.
+fn vm_rss(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("reading /proc status");
+    let kb = s
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("a VmRSS line");
+    kb * 1024
+}
+
+#[test]
+fn devices_carry_the_engine_process_rss_on_the_cpu_device() {
+    let mut e = Engine::start(&[]);
+    let pid = hello(&mut e).pid;
+    e.send(&Request::Load(Load {
+        model: model(),
+        ctx: CTX,
+        devices: DeviceSplit::default(),
+        spec: 0,
+        sampling: greedy(N),
+    }));
+    e.until("loaded", 180, |ev| match ev {
+        Event::Loaded(_) => Some(()),
+        Event::Error(err) => panic!("load failed: {}", err.message),
+        _ => None,
+    });
+    let (d, _) = e.until("devices after loaded", 10, |ev| match ev {
+        Event::Devices(d) => Some(d.clone()),
+        _ => None,
+    });
+    let c = &d.cards[0];
+    let host = c
+        .host
+        .as_ref()
+        .expect("a CPU-device card carries host memory");
+    println!("card {c:?}");
+    // The weights are host memory on the CPU device and were all read by the warmup.
+    assert!(host.rss > c.used.weights, "{host:?} vs {:?}", c.used);
+    assert!(host.budget > host.rss, "{host:?}");
+    assert!(["meminfo", "cgroup"].contains(&host.budget_from.as_str()));
+    // `stats` reads it afresh; it is the engine's own VmRSS (give or take what moved between).
+    e.send(&Request::Stats {});
+    let (d, _) = e.until("devices answering stats", 10, |ev| match ev {
+        Event::Devices(d) => Some(d.clone()),
+        _ => None,
+    });
+    let rss = d.cards[0]
+        .host
+        .as_ref()
+        .expect("stats carries host memory")
+        .rss;
+    let proc_rss = vm_rss(pid);
+    println!("stats rss {rss}, /proc/{pid}/status VmRSS {proc_rss}");
+    assert!(
+        rss.abs_diff(proc_rss) < proc_rss / 10,
+        "{rss} vs /proc's {proc_rss}"
+    );
+    drop(e.stdin.take());
+    assert_eq!(e.wait_exit(10).code(), Some(0), "EOF exits 0");
+}

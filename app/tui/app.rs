@@ -17,9 +17,12 @@ use super::panes::chat::ChatCache;
 use super::stats::{Metrics, Summary};
 use super::{flags, strings};
 use crate::client::ClientEvent;
-use crate::history::{Conversation, SavedMessage, FORMAT_VERSION};
+use super::conversations::ConvList;
+use super::settings::SettingsForm;
+use crate::history::{ChatSettings, Conversation, SavedMessage, FORMAT_VERSION};
 use crate::presets::{Preset, PresetError};
 
+mod overlays;
 #[derive(Debug, Clone, PartialEq)]
 pub enum MsgStatus {
     Streaming,
@@ -40,6 +43,8 @@ pub struct ChatEntry {
     pub status: MsgStatus,
     /// Bumped on every change, so the cache knows to re-render.
     pub rev: u64,
+    /// The engine's figures for a finished reply (its `turn`): the dimmed line under it.
+    pub turn: Option<Turn>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +73,10 @@ pub enum Overlay {
     Help,
     Toggles { cursor: usize },
     Presets { cursor: usize },
+    Conversations { cursor: usize },
+    /// The form is `App::settings_form`.
+    Settings,
+    Log { scroll: u16 },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +107,10 @@ pub enum Action {
     Export,
     /// Save this conversation and start an empty one (the runtime picks the new id).
     NewConversation,
+    /// Save this conversation, read the saved ones, show them (`App::show_conversations`).
+    ListConversations,
+    /// Save this conversation and open the saved one with this id (`App::switch_conversation`).
+    OpenConversation(String),
     Quit,
 }
 
@@ -165,6 +178,16 @@ pub struct App {
     /// Startup problems (bad preset, unreadable history) shown above the input until the first
     /// message is sent, so a later notice cannot hide them.
     pub banner: Vec<String>,
+    /// Every notice of the session, oldest first (the messages overlay shows them newest first).
+    pub log: Vec<Notice>,
+    /// The saved conversations, as the conversations overlay lists them.
+    pub saved: ConvList,
+    /// The settings overlay's form while it is open.
+    pub settings_form: Option<SettingsForm>,
+    /// This conversation's own system prompt and sampling (saved with it); None: the preset's.
+    pub chat_settings: Option<ChatSettings>,
+    /// The preset's own system prompt and sampling (`self.preset` holds the effective ones).
+    preset_base: ChatSettings,
     pub conversation_id: String,
     pub created: u64,
     next_gen: u64,
@@ -178,6 +201,10 @@ pub struct App {
 impl App {
     pub fn new(preset: Preset, presets: Vec<Preset>, conversation_id: String, created: u64) -> App {
         let flags = preset.flag_env();
+        let preset_base = ChatSettings {
+            system_prompt: preset.system_prompt.clone(),
+            sampling: preset.sampling.clone(),
+        };
         App {
             messages: Vec::new(),
             next_uid: 1,
@@ -206,14 +233,21 @@ impl App {
             current_gen: None,
             send_when_ready: false,
             quit: false,
+            log: Vec::new(),
+            saved: ConvList::default(),
+            settings_form: None,
+            chat_settings: None,
+            preset_base,
         }
     }
 
     pub fn notify(&mut self, level: Level, text: impl Into<String>) {
-        self.notice = Some(Notice {
+        let n = Notice {
             level,
             text: text.into(),
-        });
+        };
+        self.log_notice(&n);
+        self.notice = Some(n);
     }
 
     fn push_message(&mut self, role: Role, content: String, status: MsgStatus) {
@@ -225,6 +259,7 @@ impl App {
             content,
             status,
             rev: 0,
+            turn: None,
         });
     }
 
@@ -244,6 +279,7 @@ impl App {
 
     /// Restores a saved conversation.
     pub fn load_conversation(&mut self, c: Conversation) {
+        self.set_chat_settings(c.settings.clone());
         self.messages.clear();
         self.conversation_id = c.id;
         self.created = c.created;
@@ -281,6 +317,7 @@ impl App {
                     ),
                 })
                 .collect(),
+            settings: self.chat_settings.clone(),
         }
     }
 
@@ -434,6 +471,7 @@ impl App {
         {
             if matches!(m.status, MsgStatus::Streaming | MsgStatus::Failed(_)) {
                 m.status = status;
+                m.turn = Some(t.clone());
                 m.rev += 1;
             }
         }
@@ -600,6 +638,7 @@ impl App {
         let acts = self.stop();
         self.current_gen = None;
         self.messages.clear();
+        self.set_chat_settings(None);
         self.conversation_id = id;
         self.created = created;
         self.scroll.follow_bottom();
@@ -663,6 +702,7 @@ impl App {
         }
         self.metrics = Metrics::default();
         self.preset = p;
+        self.rebase_settings();
         self.engine = EngineState::Loading {
             stage: "load".into(),
             done: 0,
@@ -694,6 +734,8 @@ impl App {
     pub fn handle_paste(&mut self, text: &str) {
         if self.overlay == Overlay::None {
             self.input.insert_str(text);
+        } else if self.overlay == Overlay::Settings {
+            self.settings_paste(text);
         }
     }
 
@@ -722,6 +764,12 @@ impl App {
             }
             Overlay::Toggles { cursor } => return self.toggles_key(k, cursor),
             Overlay::Presets { cursor } => return self.presets_key(k, cursor),
+            Overlay::Conversations { cursor } => return self.conversations_key(k, cursor),
+            Overlay::Settings => return self.settings_key(k),
+            Overlay::Log { scroll } => {
+                self.log_key(k, scroll);
+                return Vec::new();
+            }
             Overlay::None => {}
         }
         let (total, height) = self.chat_geometry.get();
@@ -754,6 +802,9 @@ impl App {
             KeyCode::Char('n') if ctrl => return vec![Action::NewConversation],
             KeyCode::Char('e') if ctrl => return vec![Action::Export],
             KeyCode::Char('l') if ctrl => return vec![Action::RetryEngine],
+            KeyCode::Char('o') if ctrl => return vec![Action::Save, Action::ListConversations],
+            KeyCode::Char('s') if ctrl => self.open_settings(),
+            KeyCode::Char('g') if ctrl => self.overlay = Overlay::Log { scroll: 0 },
             KeyCode::F(1) => self.overlay = Overlay::Help,
             KeyCode::Char('?') if self.input.is_empty() => self.overlay = Overlay::Help,
             KeyCode::Char(c) if !ctrl => self.input.insert(c),

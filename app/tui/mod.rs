@@ -2,6 +2,7 @@
 //! render rate) around [`app::App`], drawn by [`ui::draw`].
 
 pub mod app;
+pub mod conversations;
 pub mod flags;
 pub mod highlight;
 pub mod input;
@@ -9,6 +10,7 @@ pub mod logging;
 pub mod markdown;
 pub mod panes;
 pub mod sanitize;
+pub mod settings;
 pub mod stats;
 pub mod strings;
 pub mod terminal;
@@ -257,6 +259,27 @@ fn perform(a: Action, app: &mut App, client: &EngineClient, history: &HistorySto
             let now = history::now_unix();
             for a in app.new_conversation(history.new_id(now), now) {
                 perform(a, app, client, history);
+            }
+        }
+        Action::ListConversations => match conversations::list(history) {
+            Ok(list) => app.show_conversations(list),
+            Err(e) => app.notify(Level::Error, strings::cannot_list(&e)),
+        },
+        Action::OpenConversation(id) => {
+            save(app, history);
+            // a conversation that could not be saved stays on screen rather than be lost
+            if let Some(why) = &app.unsaved {
+                let text = strings::not_switching(why);
+                app.notify(Level::Error, text);
+                return;
+            }
+            match history.load(&id) {
+                Ok(c) => {
+                    for a in app.switch_conversation(c) {
+                        perform(a, app, client, history);
+                    }
+                }
+                Err(e) => app.notify(Level::Error, strings::cannot_open(&id, &format!("{e:#}"))),
             }
         }
         Action::Quit => app.quit = true,

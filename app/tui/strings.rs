@@ -13,6 +13,9 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Ctrl+P", "preset picker"),
     ("Ctrl+N", "new conversation"),
     ("Ctrl+E", "export the conversation to markdown"),
+    ("Ctrl+O", "saved conversations: list, open one"),
+    ("Ctrl+S", "settings: system prompt, sampling"),
+    ("Ctrl+G", "messages: every notice and error, whole"),
     ("Ctrl+L", "restart the engine now"),
     ("PgUp/PgDn, mouse wheel", "scroll the conversation"),
     ("Ctrl+End", "back to the bottom (follow the stream)"),
@@ -20,8 +23,23 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Ctrl+C, Ctrl+Q", "quit"),
 ];
 
-pub const HINTS: &str =
-    "Enter send · Ctrl+J newline · Esc stop · Ctrl+R regen · Ctrl+Y copy · Ctrl+T flags · Ctrl+P presets · ? help";
+/// The bottom bar's key hints, most wanted first: as many as fit are shown, then "? help".
+pub const HINTS: &[&str] = &[
+    "Enter send",
+    "Ctrl+J newline",
+    "Esc stop",
+    "Ctrl+R regen",
+    "Ctrl+O chats",
+    "Ctrl+S settings",
+    "Ctrl+T flags",
+    "Ctrl+P presets",
+    "Ctrl+Y copy",
+    "Ctrl+G messages",
+];
+pub const HINT_HELP: &str = "? help";
+pub const HINT_SEP: &str = " · ";
+/// Ends a notice cut short in the bottom bar.
+pub const MORE_IN_LOG: &str = "… Ctrl+G shows all";
 
 pub const TITLE_CHAT: &str = " Conversation ";
 pub const TITLE_CHAT_SCROLLED: &str = " Conversation (scrolled: Ctrl+End to follow) ";
@@ -34,6 +52,9 @@ pub const TITLE_FLAGS: &str = " Kernel flags ";
 pub const TITLE_HELP: &str = " Keys ";
 pub const TITLE_TOGGLES: &str = " Kernel flag toggles ";
 pub const TITLE_PRESETS: &str = " Presets ";
+pub const TITLE_SETTINGS: &str = " Settings (the preset's; Enter sets them for this conversation) ";
+pub const TITLE_SETTINGS_EDITED: &str = " Settings (this conversation's) ";
+pub const TITLE_LOG: &str = " Messages (newest first) ";
 
 pub const YOU: &str = "You";
 pub const ASSISTANT: &str = "Assistant";
@@ -43,6 +64,10 @@ pub const STOPPED: &str = "stopped";
 
 pub const EMPTY_CHAT: &str = "Type a message and press Enter. ? shows all keys.";
 pub const NO_DATA: &str = "no data yet";
+/// Tokens per verify window (accepted drafts + 1): the window and draft panels' shared label.
+pub const TOKENS_PER_WINDOW: &str = "tokens/window ";
+pub const MEAN: &str = " mean";
+pub const LIVE: &str = " live";
 pub const NO_EXPERTS: &str = "dense model: no experts";
 pub const NO_SPEC: &str = "no drafts proposed (speculation off)";
 pub const NOT_READY: &str = "the engine is not ready yet";
@@ -61,6 +86,89 @@ pub const TOGGLES_FOOTER: &str =
 pub const PRESETS_FOOTER: &str = "↑/↓ select · Enter switch (reloads the engine) · Esc close";
 pub const HELP_FOOTER: &str = "Esc or ? closes";
 
+pub const NO_MESSAGES: &str = "no messages yet";
+pub const LOG_FOOTER: &str = "↑/↓ PgUp/PgDn scroll · Esc close";
+pub const NO_CONVERSATIONS: &str = "no saved conversation yet";
+pub const CURRENT: &str = "  (current)";
+pub const CONVERSATIONS_FOOTER: &str =
+    "↑/↓ select · Enter open (this conversation is saved first) · Esc close";
+/// What each settings field takes (FIELDS order, the system prompt last).
+pub const SETTINGS_HINTS: [&str; 7] = [
+    "0 = greedy, up to 100",
+    "0 = off",
+    "(0, 1], 1 = off",
+    "[0, 1], 0 = off",
+    "> 0, 1 = off",
+    "tokens per reply, at least 1",
+    "empty = from the clock",
+];
+pub const SETTINGS_FOOTER: &str =
+    "↑/↓ field · Ctrl+U clear · Ctrl+R the preset's values · Enter apply · Esc cancel";
+pub const SETTINGS_PROMPT_HINT: &str = "  Ctrl+J: a new line";
+pub const SETTINGS_APPLIED: &str = "settings set for this conversation: they apply from the next reply";
+pub const SETTINGS_PRESET: &str = "this conversation follows the preset's settings again";
+pub const RSS: &str = "RSS";
+pub const RUNTIME: &str = "runtime";
+
+/// The dim line under the engine's RSS bar: the budget and where it came from.
+pub fn rss_budget(budget: &str, from: &str, pct: f64) -> String {
+    let from = match from {
+        "cgroup" => "cgroup limit",
+        "meminfo" => "MemAvailable + RSS",
+        other => other,
+    };
+    format!("of {budget} ({from}) · {pct:.1}%")
+}
+
+/// A host card's header figures: its buffers; the bars below are shares of the RSS.
+pub fn host_card(buffers: &str) -> String {
+    format!("{buffers} · bars: share of RSS")
+}
+
+pub fn conversations_title(shown: usize, total: usize) -> String {
+    if shown < total {
+        format!(" Conversations ({shown} newest of {total}) ")
+    } else {
+        format!(" Conversations ({total} saved) ")
+    }
+}
+
+pub fn cannot_list(e: &str) -> String {
+    format!("cannot list the saved conversations: {e}")
+}
+
+pub fn cannot_open(id: &str, e: &str) -> String {
+    format!("cannot open conversation {id}: {e}")
+}
+
+pub fn not_switching(why: &str) -> String {
+    format!("not switching: the conversation on screen could not be saved ({why})")
+}
+
+pub fn opened_conversation(id: &str, messages: usize) -> String {
+    format!("opened conversation {id} ({messages} messages)")
+}
+
+pub fn other_preset(id: &str, preset: &str, current: &str) -> String {
+    format!("conversation {id} was saved under preset {preset:?}; it goes on under {current} (Ctrl+P switches)")
+}
+
+/// The dimmed line under a finished reply: `64 tok · 142 tok/s · max_tokens`.
+pub fn reply_stats(tokens: u32, tps: Option<f64>, stop: &str) -> String {
+    let tps = tps.map_or("–".into(), |v| {
+        if v >= 100.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.1}")
+        }
+    });
+    format!("{tokens} tok · {tps} tok/s · {stop}")
+}
+
+/// The marker after a panel's figures when its sparkline clamped a spike.
+pub fn spike(value: &str) -> String {
+    format!("  ▲{value}")
+}
 pub fn too_small(w: u16, h: u16, min_w: u16, min_h: u16) -> String {
     format!("Terminal too small: {w}×{h}. Strata needs at least {min_w}×{min_h}.")
 }

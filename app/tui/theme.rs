@@ -56,10 +56,13 @@ pub const CODE_PUNCT: Style = Style::new().fg(Color::Gray);
 // Panels.
 pub const SPARK: Style = Style::new().fg(Color::Cyan);
 pub const SPARK_SPEED: Style = Style::new().fg(Color::Green);
+/// A sparkline bar clamped to the top of a robust scale (stats::Spark), and its marker.
+pub const SPIKE: Style = Style::new().fg(Color::Red).add_modifier(Modifier::BOLD);
 pub const GAUGE_ACCEPT: Style = Style::new().fg(Color::Green).bg(Color::Black);
 pub const MEM_WEIGHTS: Style = Style::new().fg(Color::Blue);
 pub const MEM_KV: Style = Style::new().fg(Color::Magenta);
 pub const MEM_SCRATCH: Style = Style::new().fg(Color::Yellow);
 pub const MEM_OTHER: Style = Style::new().fg(Color::Gray);
+pub const MEM_RSS: Style = Style::new().fg(Color::Cyan);
 pub const FLAG_ON: Style = Style::new().fg(Color::Green).add_modifier(Modifier::BOLD);
 pub const FLAG_OFF: Style = Style::new().fg(Color::DarkGray);

@@ -7,7 +7,7 @@ use ratatui::Frame;
 
 use super::app::{App, Overlay};
 use super::panes;
-use super::{sanitize, strings, theme};
+use super::{markdown, sanitize, strings, theme};
 
 /// Below this the layout cannot be drawn sensibly: a message instead.
 pub const MIN_WIDTH: u16 = 60;
@@ -15,6 +15,8 @@ pub const MIN_HEIGHT: u16 = 16;
 /// From this width on the live panels sit beside the conversation.
 pub const PANELS_FROM_WIDTH: u16 = 100;
 pub const PANEL_WIDTH: u16 = 44;
+/// The startup banner above the input takes at most this many rows.
+pub const MAX_BANNER_ROWS: usize = 4;
 
 /// Draws the frame; [`sanitize::scrub`] then makes sure no control character reaches the
 /// terminal (each pane already shows them as markers; this catches one that did not).
@@ -50,7 +52,7 @@ pub fn draw_screen(f: &mut Frame, app: &App) {
     let [status, body, hints] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Fill(1),
-        Constraint::Length(1),
+        Constraint::Length(panes::hints::height(app, area.width)),
     ])
     .areas(area);
     panes::status::render(app, f, status);
@@ -63,7 +65,8 @@ pub fn draw_screen(f: &mut Frame, app: &App) {
     } else {
         body
     };
-    let banner_h = app.banner.len().min(3) as u16;
+    let banner_lines = banner_lines(app, chat_col.width as usize);
+    let banner_h = banner_lines.len().min(MAX_BANNER_ROWS) as u16;
     let [chat, banner, input] = Layout::vertical([
         Constraint::Fill(1),
         Constraint::Length(banner_h),
@@ -72,17 +75,7 @@ pub fn draw_screen(f: &mut Frame, app: &App) {
     .areas(chat_col);
     panes::chat::render(app, f, chat);
     if banner_h > 0 {
-        let lines: Vec<Line> = app
-            .banner
-            .iter()
-            .map(|b| {
-                Line::from(Span::styled(
-                    format!("✗ {}", sanitize::text(b)),
-                    theme::ERROR,
-                ))
-            })
-            .collect();
-        f.render_widget(Paragraph::new(lines), banner);
+        f.render_widget(Paragraph::new(banner_lines), banner);
     }
     panes::input::render(app, f, input);
     match app.overlay {
@@ -90,7 +83,31 @@ pub fn draw_screen(f: &mut Frame, app: &App) {
         Overlay::Help => panes::help::render(app, f, area),
         Overlay::Toggles { cursor } => panes::toggles::render(app, f, area, cursor),
         Overlay::Presets { cursor } => panes::presets::render(app, f, area, cursor),
+        Overlay::Conversations { cursor } => panes::conversations::render(app, f, area, cursor),
+        Overlay::Settings => panes::settings::render(app, f, area),
+        Overlay::Log { scroll } => panes::log::render(app, f, area, scroll),
     }
+}
+
+/// Startup problems above the input, each wrapped whole (at most `MAX_BANNER_ROWS` rows; the
+/// messages overlay has them all).
+fn banner_lines(app: &App, width: usize) -> Vec<Line<'static>> {
+    let mut lines: Vec<Line<'static>> = app
+        .banner
+        .iter()
+        .flat_map(|b| {
+            markdown::plain(
+                &format!("✗ {}", sanitize::text(b)),
+                width.max(1),
+                theme::ERROR,
+            )
+        })
+        .collect();
+    if lines.len() > MAX_BANNER_ROWS {
+        lines.truncate(MAX_BANNER_ROWS - 1);
+        lines.push(Line::from(Span::styled(strings::MORE_IN_LOG, theme::ERROR)));
+    }
+    lines
 }
 
 fn draw_panels(app: &App, f: &mut Frame, area: Rect) {

@@ -5,6 +5,7 @@
 
 pub mod decode;
 pub mod flags;
+mod hostmem;
 pub mod out;
 pub mod session;
 
@@ -144,7 +145,7 @@ pub fn serve(input: impl BufRead, out: Out) -> i32 {
                 }
             }
             Request::Stats {} => {
-                let d = lock(&shared.devices).clone();
+                let d = hostmem::refreshed(lock(&shared.devices).clone());
                 out.emit(&Event::Devices(d));
             }
             Request::Shutdown {} => break,
@@ -299,7 +300,7 @@ fn run_job(job: Job, session: &mut Option<Session>, out: &Out, shared: &Shared) 
                 // generate at once.
                 *lock(&shared.current) = None;
                 out.emit(&Event::Turn(turn));
-                let d = lock(&shared.devices).clone();
+                let d = hostmem::refreshed(lock(&shared.devices).clone());
                 out.emit(&Event::Devices(d));
             }
         }

@@ -66,6 +66,8 @@ pub struct Session {
     pub load: Load,
     pub loaded: Loaded,
     card_name: String,
+    /// The cards are the host CPU: `devices` carries the process's memory (hostmem.rs).
+    host: bool,
 }
 
 /// Emits the current stage at once and then every `HEARTBEAT` until dropped.
@@ -234,6 +236,7 @@ impl Session {
             template,
             load: req.clone(),
             loaded,
+            host: info.device_type == crate::sycl::DeviceType::Cpu,
             card_name: info.name,
         })
     }
@@ -261,6 +264,7 @@ impl Session {
                 },
                 budget,
                 experts: None,
+                host: self.host.then(super::hostmem::now).flatten(),
             })
             .collect();
         Devices { cards }
@@ -272,12 +276,14 @@ pub fn idle_devices() -> Devices {
     let cards = crate::sycl::default_device()
         .and_then(|d| d.info())
         .map(|info| {
+            let host = info.device_type == crate::sycl::DeviceType::Cpu;
             vec![CardOut {
                 index: 0,
                 name: info.name,
                 used: MemoryUse::default(),
                 budget: info.global_mem,
                 experts: None,
+                host: host.then(super::hostmem::now).flatten(),
             }]
         })
         .unwrap_or_default();

@@ -9,7 +9,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
-use strata::protocol::Role;
+use strata::protocol::{Role, Stop, Turn};
 
 use super::block;
 use crate::tui::app::{App, ChatEntry, MsgStatus};
@@ -100,8 +100,22 @@ fn layout(m: &ChatEntry, width: usize) -> Vec<Line<'static>> {
     if let MsgStatus::Failed(e) = &m.status {
         lines.extend(markdown::plain(e, width, theme::ERROR));
     }
+    if let Some(t) = m.turn.as_ref().filter(|t| t.stop != Stop::Error) {
+        lines.push(Line::from(Span::styled(reply_stats(t), theme::DIM)));
+    }
     lines.push(Line::default());
     lines
+}
+
+/// `64 tok · 142 tok/s · max_tokens`: the reply's tokens (the prefill's first one + the
+/// windows'), its decode rate, and why it stopped (the protocol's name).
+fn reply_stats(t: &Turn) -> String {
+    let stop = serde_json::to_value(t.stop)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default();
+    let tps = (t.decode_tokens > 0).then_some(t.decode_tps);
+    strings::reply_stats(t.decode_tokens + 1, tps, &stop)
 }
 
 pub fn render(app: &App, f: &mut Frame, area: Rect) {

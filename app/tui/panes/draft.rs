@@ -1,4 +1,5 @@
-//! Draft acceptance: gauge, accepted/proposed, mean accepted length.
+//! Draft acceptance: gauge, accepted/proposed, and tokens per window as the window panel shows
+//! it (the mean of accepted + 1 per window).
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
@@ -35,13 +36,15 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
             .gauge_style(theme::GAUGE_ACCEPT),
         gauge,
     );
+    // the window panel's figure and label, so the two agree
     let mut spans = vec![
-        Span::styled("mean accepted length ", theme::LABEL),
+        Span::styled(strings::TOKENS_PER_WINDOW, theme::LABEL),
         Span::styled(
-            m.mean_accepted_len()
+            m.tokens_per_window()
                 .map_or("–".into(), |v| format!("{v:.2}")),
             theme::VALUE,
         ),
+        Span::styled(strings::MEAN, theme::LABEL),
     ];
     if let Some(p) = app.previous.as_ref().and_then(|p| p.acceptance) {
         spans.push(Span::styled(

@@ -2,14 +2,18 @@
 //! state (the chat pane's line cache and geometry cell are interior, invisible to the app logic).
 
 pub mod chat;
+pub mod conversations;
 pub mod devices;
 pub mod draft;
 pub mod flags;
 pub mod help;
 pub mod hints;
 pub mod input;
+pub mod log;
 pub mod presets;
+pub mod settings;
 pub mod speed;
+pub mod spark;
 pub mod status;
 pub mod toggles;
 pub mod window;

@@ -1,8 +1,9 @@
-//! Decode and prefill speed (tok/s, sparkline of decode per turn) and time to first token.
+//! Decode and prefill speed (tok/s: live from the windows while a reply streams, then the
+//! turn's; a sparkline of decode per turn) and time to first token.
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Sparkline};
+use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::{block, fmt_ms, fmt_tps};
@@ -23,27 +24,29 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         Constraint::Length(1),
     ])
     .areas(inner);
-    if m.turns == 0 {
+    let live = m.live_tps();
+    if m.turns == 0 && live.is_none() {
         f.render_widget(
             Paragraph::new(Span::styled(strings::NO_DATA, theme::DIM)),
             top,
         );
     } else {
-        let line = Line::from(vec![
+        // while a reply streams: its running rate from the windows so far; then the turn's own
+        let (now, tag) = match live {
+            Some(v) => (Some(v), strings::LIVE),
+            None => (m.decode_tps.last(), ""),
+        };
+        let data = m.decode_tps.spark(spark.width as usize);
+        let mut spans = vec![
             Span::styled("decode ", theme::LABEL),
-            Span::styled(
-                format!("{} tok/s", fmt_tps(m.decode_tps.last())),
-                theme::VALUE,
-            ),
+            Span::styled(format!("{} tok/s", fmt_tps(now)), theme::VALUE),
+            Span::styled(tag, theme::OK),
             Span::styled("  median ", theme::LABEL),
             Span::styled(fmt_tps(m.decode_tps.median()), theme::VALUE),
-        ]);
-        f.render_widget(Paragraph::new(sanitize::line(line)), top);
-        let data = m.decode_tps.spark(spark.width as usize);
-        f.render_widget(
-            Sparkline::default().data(&data).style(theme::SPARK_SPEED),
-            spark,
-        );
+        ];
+        spans.extend(super::spark::marker(&data, |v| fmt_tps(Some(v))));
+        f.render_widget(Paragraph::new(sanitize::line(Line::from(spans))), top);
+        super::spark::render(f, spark, &data, theme::SPARK_SPEED);
         let line = Line::from(vec![
             Span::styled("prefill ", theme::LABEL),
             Span::styled(

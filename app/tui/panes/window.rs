@@ -1,8 +1,9 @@
-//! Verify-window time (last, median, sparkline) and tokens per window.
+//! Verify-window time (last, median, sparkline on a spike-proof scale) and tokens per window
+//! (the mean of accepted + 1, the draft panel's figure too).
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Sparkline};
+use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::{block, fmt_ms};
@@ -29,25 +30,27 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         );
     } else {
         let tpw = m
-            .tokens_per_window
-            .median()
+            .tokens_per_window()
             .map_or("–".into(), |v| format!("{v:.2}"));
+        let data = m.window_ms.spark(spark.width as usize);
+        let mut first = vec![
+            Span::styled("last ", theme::LABEL),
+            Span::styled(fmt_ms(m.window_ms.last()), theme::VALUE),
+            Span::styled("  median ", theme::LABEL),
+            Span::styled(fmt_ms(m.window_ms.median()), theme::VALUE),
+        ];
+        first.extend(super::spark::marker(&data, |v| fmt_ms(Some(v))));
         let lines = vec![
+            Line::from(first),
             Line::from(vec![
-                Span::styled("last ", theme::LABEL),
-                Span::styled(fmt_ms(m.window_ms.last()), theme::VALUE),
-                Span::styled("  median ", theme::LABEL),
-                Span::styled(fmt_ms(m.window_ms.median()), theme::VALUE),
-            ]),
-            Line::from(vec![
-                Span::styled("tokens/window ", theme::LABEL),
+                Span::styled(strings::TOKENS_PER_WINDOW, theme::LABEL),
                 Span::styled(tpw, theme::VALUE),
+                Span::styled(strings::MEAN, theme::LABEL),
                 Span::styled(format!("  ({} windows)", m.windows), theme::DIM),
             ]),
         ];
         f.render_widget(Paragraph::new(sanitize::lines(lines)), text);
-        let data = m.window_ms.spark(spark.width as usize);
-        f.render_widget(Sparkline::default().data(&data).style(theme::SPARK), spark);
+        super::spark::render(f, spark, &data, theme::SPARK);
     }
     if let Some(p) = &app.previous {
         let line = Line::from(vec![
