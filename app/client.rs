@@ -105,6 +105,8 @@ pub enum ClientEvent {
     /// Too many consecutive failures: no more automatic restarts.
     GaveUp { attempts: u32 },
     /// A deliberate restart (new flags) finished: time from the restart request to `loaded`.
+    /// Restarts asked for while one is under way are coalesced (see [`EngineClient::restart`]):
+    /// the time is that of the last restart, the one that brought up the engine now running.
     Restarted { ms: f64 },
     /// A request could not be sent because no engine is running.
     Dropped(Request),
@@ -139,11 +141,19 @@ impl EngineClient {
     }
 
     /// Restart the engine with these kernel flags, then load `load` (None: the last model).
+    ///
+    /// Restarts coalesce: while one is under way (until its engine reports `loaded`, fails the
+    /// load or dies) a new request only replaces the one waiting, so ten quick toggle flips run
+    /// at most two restarts: the one under way, then one with the last flags asked for, or none
+    /// if those are the flags the engine under way runs with. Events of an engine that a
+    /// waiting restart will replace are held back (its `hello`, `loaded`, a failed load), so the
+    /// app never sees flags or a `loaded` that are already stale.
     pub fn restart(&self, flags: BTreeMap<String, bool>, load: Option<Load>) {
         let _ = self.cmd.send(Cmd::Restart(flags, load));
     }
 
-    /// Restart now (after the client gave up, or to skip the backoff wait).
+    /// Restart now: start the engine after the client gave up (or skip the backoff wait), or
+    /// restart a running one with its flags and the last load (e.g. after that load failed).
     pub fn retry_now(&self) {
         let _ = self.cmd.send(Cmd::RetryNow);
     }
@@ -185,7 +195,8 @@ impl Outstanding {
             Request::Generate(g) => {
                 self.generating.insert(g.id);
             }
-            Request::Cancel { .. } | Request::Shutdown {} => {}
+            // a count is answered by the worker between generations (no hang watch of its own)
+            Request::Cancel { .. } | Request::Shutdown {} | Request::Count(_) => {}
         }
     }
 
@@ -209,8 +220,19 @@ struct Supervisor {
     out: Outstanding,
     last_load: Option<Load>,
     retry_at: Option<tokio::time::Instant>,
-    /// Set by a deliberate restart; cleared (and reported) at the next `loaded`.
-    restart_started: Option<Instant>,
+    /// A deliberate restart under way: set when it begins, cleared when its engine reports
+    /// `loaded` (then reported, if timed), fails its load, or dies.
+    restart: Option<UnderWay>,
+    /// The latest restart asked for while one was under way: run when that one ends.
+    deferred: Option<(BTreeMap<String, bool>, Option<Load>)>,
+    /// The `hello` of the engine under way, held back while a deferred restart will replace it.
+    held_hello: Option<Event>,
+}
+
+struct UnderWay {
+    t0: Instant,
+    /// Reported as [`ClientEvent::Restarted`] (flag restarts; not a Ctrl+L retry).
+    timed: bool,
 }
 
 async fn supervise(
@@ -225,7 +247,9 @@ async fn supervise(
         out: Outstanding::default(),
         last_load: None,
         retry_at: None,
-        restart_started: None,
+        restart: None,
+        deferred: None,
+        held_hello: None,
     };
     s.start_process().await;
     let mut hang_check = tokio::time::interval(Duration::from_millis(500));
@@ -235,17 +259,24 @@ async fn supervise(
             cmd = cmds.recv() => match cmd {
                 Some(Cmd::Send(r)) => s.send(r).await,
                 Some(Cmd::Restart(flags, load)) => {
-                    s.restart_started = Some(Instant::now());
-                    s.stop_process().await;
-                    if load.is_some() {
-                        s.last_load = load;
+                    if s.restart.is_some() && s.running.is_some() {
+                        // the restart under way finishes first; only the latest request waits
+                        let earlier = s.deferred.take().and_then(|(_, l)| l);
+                        tracing::info!(?flags, "restart requested during a restart: deferred");
+                        s.deferred = Some((flags, load.or(earlier)));
+                    } else {
+                        s.restart_now(flags, load, true).await;
                     }
-                    s.spawn.flags = flags;
-                    s.spawn.backoff.reset();
-                    s.start_process().await;
                 }
                 Some(Cmd::RetryNow) => {
-                    if s.running.is_none() {
+                    if s.running.is_some() {
+                        // e.g. its load failed: the engine is up but has nothing loaded
+                        let (flags, load) = s
+                            .deferred
+                            .take()
+                            .unwrap_or_else(|| (s.spawn.flags.clone(), None));
+                        s.restart_now(flags, load, false).await;
+                    } else {
                         s.spawn.backoff.reset();
                         s.retry_at = None;
                         s.start_process().await;
@@ -262,7 +293,7 @@ async fn supervise(
                 }
             },
             line = next_line(&mut s.running) => match line {
-                Some(l) => s.on_line(l),
+                Some(l) => s.on_line(l).await,
                 None => s.died(None).await,
             },
             _ = sleep_until_opt(retry_at) => {
@@ -314,14 +345,64 @@ impl Supervisor {
             }
             Err(e) => {
                 tracing::error!("cannot start the engine: {e:#}");
+                self.restart = None;
+                self.deferred = None;
                 self.schedule_restart(format!("cannot start the engine: {e:#}"), Vec::new());
             }
         }
     }
 
+    /// Stop the engine (if any), start one with `flags`, load `load` or the last model.
+    async fn restart_now(
+        &mut self,
+        flags: BTreeMap<String, bool>,
+        load: Option<Load>,
+        timed: bool,
+    ) {
+        self.deferred = None;
+        self.held_hello = None;
+        self.restart = Some(UnderWay {
+            t0: Instant::now(),
+            timed,
+        });
+        self.stop_process().await;
+        if load.is_some() {
+            self.last_load = load;
+        }
+        self.spawn.flags = flags;
+        self.spawn.backoff.reset();
+        self.start_process().await;
+    }
+
+    /// The restart under way ended (`loaded`, a failed load, a death): run the deferred one,
+    /// unless it asks for the flags the engine runs with (the flips came back: a model it names
+    /// is sent as a load). True if a restart began, so the ended one's news is stale.
+    async fn run_deferred(&mut self) -> bool {
+        let Some((flags, load)) = self.deferred.take() else {
+            return false;
+        };
+        if flags != self.spawn.flags {
+            self.restart_now(flags, load, true).await;
+            return true;
+        }
+        tracing::info!("deferred restart cancelled: its flags are the running engine's");
+        if let Some(h) = self.held_hello.take() {
+            self.emit(ClientEvent::Engine(h));
+        }
+        if let Some(l) = load.filter(|l| Some(l) != self.last_load.as_ref()) {
+            self.send(Request::Load(l)).await;
+        }
+        false
+    }
+
     async fn send(&mut self, req: Request) {
         if let Request::Load(l) = &req {
             self.last_load = Some(l.clone());
+            if let Some((_, load)) = self.deferred.as_mut() {
+                // the engine that will take it is the deferred restart's
+                *load = Some(l.clone());
+                return;
+            }
         }
         let Some(r) = self.running.as_mut() else {
             self.emit(ClientEvent::Dropped(req));
@@ -344,22 +425,42 @@ impl Supervisor {
         }
     }
 
-    fn on_line(&mut self, line: String) {
+    async fn on_line(&mut self, line: String) {
         if let Some(r) = self.running.as_mut() {
             r.last_heard = Instant::now();
         }
         match decode_event(&line) {
             Ok(ev) => {
                 self.out.on_event(&ev);
-                if let Event::Loaded(_) = ev {
-                    self.spawn.backoff.reset();
-                    if let Some(t0) = self.restart_started.take() {
-                        self.emit(ClientEvent::Engine(ev));
-                        self.emit(ClientEvent::Restarted {
-                            ms: t0.elapsed().as_secs_f64() * 1e3,
-                        });
+                match &ev {
+                    Event::Hello(_) if self.restart.is_some() && self.deferred.is_some() => {
+                        self.held_hello = Some(ev);
                         return;
                     }
+                    Event::Loaded(_) => {
+                        self.spawn.backoff.reset();
+                        if let Some(r) = self.restart.take() {
+                            if self.run_deferred().await {
+                                return;
+                            }
+                            self.emit(ClientEvent::Engine(ev));
+                            if r.timed {
+                                self.emit(ClientEvent::Restarted {
+                                    ms: r.t0.elapsed().as_secs_f64() * 1e3,
+                                });
+                            }
+                            return;
+                        }
+                    }
+                    Event::Error(e) if e.id.is_none() && self.restart.is_some() => {
+                        // the load of the restart under way failed: that restart has ended
+                        self.restart = None;
+                        if self.run_deferred().await {
+                            tracing::warn!("stale engine's load failed: {}", e.message);
+                            return;
+                        }
+                    }
+                    _ => {}
                 }
                 self.emit(ClientEvent::Engine(ev));
             }
@@ -398,7 +499,21 @@ impl Supervisor {
             .into_iter()
             .collect();
         self.out = Outstanding::default();
-        self.restart_started = None;
+        self.restart = None;
+        self.held_hello = None;
+        if let Some((flags, load)) = self.deferred.take() {
+            if in_flight.is_empty() && flags != self.spawn.flags {
+                // a newer restart was waiting for this engine to finish anyway: no backoff
+                tracing::info!("the engine a deferred restart replaces died; restarting now");
+                self.restart_now(flags, load, true).await;
+                return;
+            }
+            // the respawn after the backoff brings up what was asked for last
+            self.spawn.flags = flags;
+            if load.is_some() {
+                self.last_load = load;
+            }
+        }
         self.schedule_restart(reason, in_flight);
     }
 
@@ -534,6 +649,7 @@ mod tests {
             messages: vec![],
             sampling: Sampling::default(),
             spec: None,
+            parse_special: false,
         }));
         o.on_request(&Request::Stats {});
         assert!(o.any());

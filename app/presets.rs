@@ -36,6 +36,9 @@ pub struct Preset {
     pub flags: BTreeMap<String, bool>,
     pub split_cpu: Option<u32>,
     pub system_prompt: String,
+    /// A base (completion) model: it continues text rather than answering chat turns, and the
+    /// TUI says so when it is loaded.
+    pub base_model: bool,
     /// Where it came from: "shipped" or the file path.
     pub source: String,
 }
@@ -76,6 +79,8 @@ struct RawPreset {
     #[serde(default)]
     system_prompt: String,
     #[serde(default)]
+    base_model: bool,
+    #[serde(default)]
     sampling: RawSampling,
     #[serde(default)]
     speculation: RawSpeculation,
@@ -107,6 +112,18 @@ struct RawSpeculation {
 #[serde(deny_unknown_fields)]
 struct RawDevices {
     split_cpu: Option<Spanned<i64>>,
+}
+
+/// The toml parser's message on one line: it puts the expectation on a line of its own
+/// ("invalid table header\nexpected `.`, `]`"), and a line break drawn in a pane is dropped, which
+/// glued the two ("invalid table headerexpected").
+fn one_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// 1-based line and column (in characters) of byte offset `at` in `text`.
@@ -182,7 +199,7 @@ impl Preset {
                 file: file.to_string(),
                 line,
                 col,
-                message: e.message().trim().to_string(),
+                message: one_line(e.message()),
             }
         })?;
         let c = Checker { file, text };
@@ -245,6 +262,7 @@ impl Preset {
                 .int(&raw.devices.split_cpu, "devices.split_cpu", 1, 64)?
                 .map(|v| v as u32),
             system_prompt: raw.system_prompt,
+            base_model: raw.base_model,
             source: file.to_string(),
         })
     }
@@ -261,6 +279,7 @@ impl Preset {
             flags: BTreeMap::new(),
             split_cpu: None,
             system_prompt: String::new(),
+            base_model: false,
             source: "built-in".into(),
         }
     }
@@ -361,6 +380,14 @@ impl PresetStore {
         if name_or_path.ends_with(".toml") || path.is_file() {
             return load_file(path);
         }
+        // a user preset of that name that did not parse: its error, not "no such preset"
+        if let Some(e) = self.errors.iter().find(|e| {
+            let f = Path::new(&e.file);
+            f.extension().is_some_and(|x| x == "toml")
+                && f.file_stem().is_some_and(|s| s == name_or_path)
+        }) {
+            return Err(e.clone());
+        }
         let names: Vec<&str> = self.presets.iter().map(|p| p.name.as_str()).collect();
         Err(PresetError {
             file: name_or_path.to_string(),
@@ -416,6 +443,18 @@ mod tests {
     }
 
     #[test]
+    fn the_gemma3_preset_is_a_base_model_with_a_repeat_penalty() {
+        // at repeat_penalty 1.0 the base model loops in chat ("What is the capital of France?
+        // Parameters" over and over); 1.15 keeps its replies varied (docs/tui.md)
+        let store = PresetStore::load(None);
+        let g = store.find("gemma3").unwrap();
+        assert_eq!(g.sampling.repeat_penalty, 1.15);
+        assert!(g.base_model);
+        assert!(g.description.contains("base model"), "{}", g.description);
+        assert!(!store.find("default").unwrap().base_model);
+    }
+
+    #[test]
     fn unknown_key_reports_line_and_column() {
         let text = "ctx = 1024\n[sampling]\ntemperature = 0.5\ntop_q = 3\n";
         let e = Preset::parse("p", "p.toml", text).unwrap_err();
@@ -467,6 +506,34 @@ mod tests {
                 .ctx,
             512
         );
+    }
+
+    #[test]
+    fn a_user_preset_with_a_syntax_error_is_named_by_its_parse_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("badsyntax.toml"),
+            "ctx = 512\n[sampling\ntemperature = 0.5\n",
+        )
+        .unwrap();
+        let store = PresetStore::load(Some(dir.path()));
+        let e = store.resolve("badsyntax").unwrap_err();
+        let shown = e.to_string();
+        assert!(!shown.contains("no such preset"), "{shown}");
+        assert!(e.file.ends_with("badsyntax.toml"), "{shown}");
+        assert_eq!((e.line, e.col), (2, 10), "{shown}");
+        // the parser's two lines joined with a separator: no "invalid table headerexpected"
+        assert!(
+            e.message.starts_with("invalid table header; expected"),
+            "{shown}"
+        );
+        assert!(!e.message.contains('\n'), "{shown}");
+        // a name that is neither a preset nor a broken file still says so
+        assert!(store
+            .resolve("nope")
+            .unwrap_err()
+            .to_string()
+            .contains("no such preset"));
     }
 
     #[test]

@@ -73,6 +73,7 @@ fn generate(id: u64, prompt: &str, max_tokens: u32) -> Request {
             ..Sampling::default()
         },
         spec: None,
+        parse_special: false,
     })
 }
 
@@ -301,4 +302,114 @@ async fn shutdown_ends_the_process() {
     // SAFETY: signal 0 only checks for existence.
     let alive = unsafe { libc::kill(h.pid as i32, 0) } == 0;
     assert!(!alive, "engine pid {} still running after shutdown", h.pid);
+}
+
+/// Flips STRATA_MMVQ_KREG `n` times as fast as the app can ask (flip 1: on), then collects what
+/// the client reports until the engine it ends on has loaded and a few quiet seconds passed:
+/// the pids spawned, the flags of the last `hello`, the `loaded`s and `Restarted`s seen.
+async fn quick_flips(n: usize) -> (Vec<u32>, BTreeMap<String, bool>, usize, usize) {
+    let (c, mut rx, h) = started(&[]).await;
+    c.send(Request::Load(load_req()));
+    loaded(&mut rx, false).await;
+    for i in 1..=n {
+        let on: &[&str] = if i % 2 == 1 {
+            &["STRATA_MMVQ_KREG"]
+        } else {
+            &[]
+        };
+        c.restart(flags(on), None);
+    }
+    let (mut pids, mut last_flags, mut loads, mut restarts) = (Vec::new(), h.flags, 0, 0);
+    // until a `Restarted` (the last restart loaded), then 3 s more to catch any further one
+    let mut quiet_until: Option<tokio::time::Instant> = None;
+    loop {
+        let deadline =
+            quiet_until.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(240));
+        let ev = match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(ev)) => ev,
+            Ok(None) => panic!("client channel closed"),
+            Err(_) if quiet_until.is_some() => break,
+            Err(_) => panic!("no restart finished within 240 s; pids {pids:?}"),
+        };
+        match ev {
+            ClientEvent::Spawned { pid } => pids.push(pid),
+            ClientEvent::Engine(Event::Hello(h)) => last_flags = h.flags,
+            ClientEvent::Engine(Event::Loaded(_)) => loads += 1,
+            ClientEvent::Engine(Event::Error(e)) => panic!("engine error: {}", e.message),
+            ClientEvent::Died { reason, .. } => panic!("an engine died: {reason}"),
+            ClientEvent::Restarted { ms } => {
+                restarts += 1;
+                println!("restart done in {ms:.0} ms");
+                quiet_until = Some(tokio::time::Instant::now() + Duration::from_secs(3));
+            }
+            _ => {}
+        }
+    }
+    c.shutdown().await;
+    (pids, last_flags, loads, restarts)
+}
+
+#[tokio::test]
+async fn ten_quick_flag_flips_run_two_restarts_ending_on_the_last_state() {
+    // flips 1..10 end on "off"; flip 1's restart runs, 2..10 coalesce into one more
+    let (pids, flags, loads, restarts) = quick_flips(10).await;
+    println!("10 flips: engines spawned {pids:?}");
+    assert_eq!(
+        pids.len(),
+        2,
+        "the restart under way, then one with the last state"
+    );
+    assert_eq!(
+        flags.get("STRATA_MMVQ_KREG"),
+        Some(&false),
+        "the last flip wins"
+    );
+    assert_eq!(
+        (loads, restarts),
+        (1, 1),
+        "the interim engine's `loaded` is not reported"
+    );
+}
+
+#[tokio::test]
+async fn nine_quick_flag_flips_run_one_restart_when_the_last_state_is_under_way() {
+    // flips 1..9 end on "on", what flip 1's restart brings up: the waiting one is cancelled
+    let (pids, flags, loads, restarts) = quick_flips(9).await;
+    println!("9 flips: engines spawned {pids:?}");
+    assert_eq!(pids.len(), 1);
+    assert_eq!(flags.get("STRATA_MMVQ_KREG"), Some(&true));
+    assert_eq!((loads, restarts), (1, 1));
+}
+
+#[tokio::test]
+async fn retry_after_a_failed_load_restarts_the_engine_and_reports_the_failure_again() {
+    let (c, mut rx, h) = started(&[]).await;
+    let mut bad = load_req();
+    bad.model = "/nonexistent/strata-test/model.gguf".into();
+    c.send(Request::Load(bad));
+    let load_failed = |e: &ClientEvent| match e {
+        ClientEvent::Engine(Event::Error(err)) if err.id.is_none() => Some(err.message.clone()),
+        ClientEvent::Engine(Event::Loaded(_)) => panic!("a missing file loaded"),
+        _ => None,
+    };
+    let (first, _) = wait_for(&mut rx, "the load error", 60, false, load_failed).await;
+    println!("load failed: {first}");
+    assert!(
+        first.contains("/nonexistent/strata-test/model.gguf"),
+        "{first}"
+    );
+    // Ctrl+L: the engine is up with nothing loaded; retry restarts it and loads again
+    c.retry_now();
+    let (pid, _) = wait_for(&mut rx, "a new engine", 30, false, |e| match e {
+        ClientEvent::Spawned { pid } => Some(*pid),
+        _ => None,
+    })
+    .await;
+    assert_ne!(pid, h.pid, "a fresh engine");
+    let (again, _) = wait_for(&mut rx, "the load error again", 60, false, load_failed).await;
+    assert_eq!(
+        again, first,
+        "the retry ends in the same failure, said again"
+    );
+    c.shutdown().await;
 }

@@ -175,6 +175,16 @@ pub struct App {
     pub preset_errors: Vec<PresetError>,
     pub preset: Preset,
     pub notice: Option<Notice>,
+    /// What the host offers the hardware-dependent flags (STRATA_VNNI), refined by the engine.
+    pub host: flags::Host,
+    /// Why the last Space in the toggles pane did not turn a flag on (shown in the pane).
+    pub toggles_note: Option<String>,
+    /// A Ctrl+C that did not quit (it stopped a reply, or nothing was running): the next one
+    /// quits. Any other key disarms it.
+    pub ctrl_c_armed: bool,
+    /// Why the last save of this conversation failed (None once one succeeds): the quit path
+    /// then keeps a recovery copy and exits non-zero.
+    pub unsaved: Option<String>,
     /// Startup problems (bad preset, unreadable history) shown above the input until the first
     /// message is sent, so a later notice cannot hide them.
     pub banner: Vec<String>,
@@ -227,6 +237,10 @@ impl App {
             preset,
             notice: None,
             banner: Vec::new(),
+            host: flags::Host::detect(),
+            toggles_note: None,
+            ctrl_c_armed: false,
+            unsaved: None,
             conversation_id,
             created,
             next_gen: 1,
@@ -388,7 +402,10 @@ impl App {
                 let mut flags = self.active_flags.clone();
                 flags.extend(h.flags.clone());
                 self.active_flags = flags.clone();
-                self.pending_flags = flags;
+                // an engine coming up while the toggles are open must not undo the user's edits
+                if !matches!(self.overlay, Overlay::Toggles { .. }) {
+                    self.pending_flags = flags;
+                }
                 self.hello = Some(h);
                 if !matches!(self.engine, EngineState::Loading { .. }) {
                     self.engine = EngineState::Starting;
@@ -414,6 +431,9 @@ impl App {
             }
             Event::Token(t) => {
                 if Some(t.id) == self.current_gen {
+                if self.preset.base_model {
+                    self.notify(Level::Info, strings::base_model(&self.preset.name));
+                }
                     if let Some(m) = self.streaming_mut() {
                         m.content.push_str(&t.text);
                         m.rev += 1;
@@ -438,6 +458,7 @@ impl App {
                     self.engine = EngineState::Down(e.message.clone());
                 }
                 let text = format!("engine: {}", e.message);
+                self.host.learn(&e.message);
                 let text = if matches!(self.engine, EngineState::Down(_)) {
                     self.with_queue_lost(text)
                 } else {
@@ -645,6 +666,50 @@ impl App {
         if self.engine.is_busy() {
             self.engine = EngineState::Ready;
         }
+    fn quit_now(&mut self) -> Vec<Action> {
+        self.quit = true;
+        vec![Action::Save, Action::Quit]
+    }
+
+    /// Ctrl+C as in llama.cpp's CLI: the first press stops what is running (a reply, or a
+    /// message waiting for the engine, as Esc does) and says that another press quits; the
+    /// second press quits. It never quits at the first press, even when idle, so a stray Ctrl+C
+    /// (a copy habit) costs no engine load and no half-typed message.
+    fn ctrl_c(&mut self) -> Vec<Action> {
+        if self.ctrl_c_armed {
+            return self.quit_now();
+        }
+        self.ctrl_c_armed = true;
+        let stopping = self.current_gen.is_some();
+        let unqueueing = !stopping && self.send_when_ready;
+        let acts = self.escape();
+        let text = if stopping {
+            strings::CTRL_C_STOPPED.to_string()
+        } else if unqueueing {
+            format!(
+                "{} · {}",
+                strings::QUEUE_CANCELLED,
+                strings::CTRL_C_AGAIN_SHORT
+            )
+        } else {
+            strings::CTRL_C_AGAIN.to_string()
+        };
+        self.notify(Level::Info, text);
+        acts
+    }
+
+    /// Ctrl+L: restart the engine now. With nothing to load (the preset names no model) a
+    /// restart could only end in "starting"; say why instead.
+    fn retry_engine(&mut self) -> Vec<Action> {
+        if let Err(e) = self.preset.load_request() {
+            self.notify(Level::Error, e.clone());
+            self.engine = EngineState::Down(e);
+            return Vec::new();
+        }
+        self.engine = EngineState::Starting;
+        vec![Action::RetryEngine]
+    }
+
         acts
     }
 
@@ -746,11 +811,9 @@ impl App {
         let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
         // Global keys first.
         match k.code {
-            KeyCode::Char('c') | KeyCode::Char('q') if ctrl => {
-                self.quit = true;
-                return vec![Action::Save, Action::Quit];
-            }
-            _ => {}
+            KeyCode::Char('q') if ctrl => return self.quit_now(),
+            KeyCode::Char('c') if ctrl => return self.ctrl_c(),
+            _ => self.ctrl_c_armed = false,
         }
         match self.overlay {
             Overlay::Help => {
@@ -801,7 +864,8 @@ impl App {
             }
             KeyCode::Char('n') if ctrl => return vec![Action::NewConversation],
             KeyCode::Char('e') if ctrl => return vec![Action::Export],
-            KeyCode::Char('l') if ctrl => return vec![Action::RetryEngine],
+            KeyCode::Char('l') if ctrl => return self.retry_engine(),
+                self.toggles_note = None;
             KeyCode::Char('o') if ctrl => return vec![Action::Save, Action::ListConversations],
             KeyCode::Char('s') if ctrl => self.open_settings(),
             KeyCode::Char('g') if ctrl => self.overlay = Overlay::Log { scroll: 0 },
@@ -840,9 +904,11 @@ impl App {
                 }
             }
             KeyCode::Char(' ') => {
+        if k.code != KeyCode::Char(' ') {
+            self.toggles_note = None;
+        }
                 if let Some(n) = names.get(cursor) {
-                    let v = self.pending_flags.entry(n.clone()).or_insert(false);
-                    *v = !*v;
+                    self.toggle_flag(n);
                 }
             }
             KeyCode::Enter => return self.apply_flags(),
@@ -864,6 +930,21 @@ impl App {
                     cursor: (cursor + 1).min(self.presets.len().saturating_sub(1)),
                 }
             }
+    /// Space in the toggles pane: off always works; on only where the flag applies (else the
+    /// pane says why: a flag that does nothing would restart the engine and then show "on").
+    fn toggle_flag(&mut self, name: &str) {
+        let on = self.pending_flags.get(name).copied().unwrap_or(false);
+        if !on {
+            let pending = |n: &str| self.pending_flags.get(n).copied().unwrap_or(false);
+            if let Err(why) = flags::applies(name, self.loaded.as_ref(), &pending, &self.host) {
+                self.toggles_note = Some(strings::cannot_turn_on(name, &why));
+                return;
+            }
+        }
+        self.toggles_note = None;
+        self.pending_flags.insert(name.to_string(), !on);
+    }
+
             KeyCode::Enter => {
                 if let Some(p) = self.presets.get(cursor).cloned() {
                     return self.switch_preset(p);

@@ -227,17 +227,74 @@ async fn run_async(opts: Options) -> Result<()> {
     }
     stop_input.store(true, std::sync::atomic::Ordering::Relaxed);
     client.shutdown().await;
-    Ok(())
+    // returned past the terminal guard (dropped with this frame), so main prints it on a
+    // restored terminal and exits non-zero
+    unsaved_on_quit(&app, &recovery_dirs())
+}
+
+/// Where a conversation that could not be saved on quit goes instead: `<state dir>/recovery`,
+/// else the temp dir (the data dir is what failed, so neither is under it).
+fn recovery_dirs() -> Vec<PathBuf> {
+    vec![
+        logging::log_dir().join("recovery"),
+        std::env::temp_dir().join("strata-recovery"),
+    ]
+}
+
+/// The quit path's last word on the history: if the last save failed (`App::unsaved`), a
+/// recovery copy of the conversation is written to the first of `dirs` that takes it and the
+/// error names the failure and the copy. A failed save must not end in a silent exit 0.
+pub(crate) fn unsaved_on_quit(app: &App, dirs: &[PathBuf]) -> Result<()> {
+    let Some(why) = &app.unsaved else {
+        return Ok(());
+    };
+    let conv = app.conversation();
+    match write_recovery(&conv, dirs) {
+        Ok(path) => anyhow::bail!(
+            "the conversation could not be saved ({why}); a recovery copy is in {} (copy it \
+             into the conversations directory to --resume it)",
+            path.display()
+        ),
+        Err(tried) => {
+            // nowhere to write: the conversation itself on stderr is the last copy there is
+            eprintln!("{}", serde_json::to_string_pretty(&conv)?);
+            anyhow::bail!(
+                "the conversation could not be saved ({why}) and no recovery copy could be \
+                 written ({tried}); it was printed above"
+            )
+        }
+    }
+}
+
+/// Writes `conv` as `<dir>/<id>.json` in the first of `dirs` that takes it; Err lists the
+/// failures.
+fn write_recovery(conv: &history::Conversation, dirs: &[PathBuf]) -> Result<PathBuf, String> {
+    let json = serde_json::to_vec_pretty(conv).map_err(|e| e.to_string())?;
+    // the id is a file name here: keep only the characters the app's own ids use
+    let id: String = conv
+        .id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect();
+    let mut tried = Vec::new();
+    for dir in dirs {
+        let path = dir.join(format!("{id}.json"));
+        let res = std::fs::create_dir_all(dir)
+            .map_err(anyhow::Error::from)
+            .and_then(|()| history::write_atomic(&path, &json));
+        match res {
+            Ok(()) => return Ok(path),
+            Err(e) => tried.push(format!("{}: {e:#}", path.display())),
+        }
+    }
+    Err(tried.join("; "))
 }
 
 fn perform(a: Action, app: &mut App, client: &EngineClient, history: &HistoryStore) {
     match a {
         Action::Send(r) => client.send(r),
         Action::Restart { flags, load } => client.restart(flags, load),
-        Action::RetryEngine => {
-            app.engine = EngineState::Starting;
-            client.retry_now()
-        }
+        Action::RetryEngine => client.retry_now(),
         Action::Copy(text) => {
             if let Err(e) = terminal::copy_osc52(&text) {
                 app.notify(Level::Error, format!("copy failed: {e}"));
@@ -258,6 +315,15 @@ fn perform(a: Action, app: &mut App, client: &EngineClient, history: &HistorySto
             save(app, history);
             let now = history::now_unix();
             for a in app.new_conversation(history.new_id(now), now) {
+            if let Some(why) = app.unsaved.take() {
+                // the conversation is about to leave the screen: keep a copy somewhere
+                let text = match write_recovery(&app.conversation(), &recovery_dirs()) {
+                    Ok(p) => format!("not saved ({why}); a recovery copy is in {}", p.display()),
+                    Err(tried) => format!("not saved ({why}); no recovery copy either: {tried}"),
+                };
+                tracing::error!("{text}");
+                app.notify(Level::Error, text);
+            }
                 perform(a, app, client, history);
             }
         }
@@ -290,11 +356,15 @@ fn save(app: &mut App, history: &HistoryStore) {
     if app.messages.is_empty() {
         return;
     }
-    if let Err(e) = history.save(&app.conversation()) {
-        tracing::error!("saving history: {e:#}");
-        app.notify(
-            Level::Error,
-            format!("saving the conversation failed: {e:#}"),
-        );
+    match history.save(&app.conversation()) {
+        Ok(_) => app.unsaved = None,
+        Err(e) => {
+            tracing::error!("saving history: {e:#}");
+            app.notify(
+                Level::Error,
+                format!("saving the conversation failed: {e:#}"),
+            );
+            app.unsaved = Some(format!("{e:#}"));
+        }
     }
 }

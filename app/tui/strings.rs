@@ -20,7 +20,8 @@ pub const KEYS: &[(&str, &str)] = &[
     ("PgUp/PgDn, mouse wheel", "scroll the conversation"),
     ("Ctrl+End", "back to the bottom (follow the stream)"),
     ("? (empty input), F1", "this help"),
-    ("Ctrl+C, Ctrl+Q", "quit"),
+    ("Ctrl+C", "stop the reply; press again to quit"),
+    ("Ctrl+Q", "quit"),
 ];
 
 /// The bottom bar's key hints, most wanted first: as many as fit are shown, then "? help".
@@ -80,6 +81,9 @@ pub const BUSY: &str = "a reply is being generated (Esc stops it)";
 pub const NOTHING_TO_COPY: &str = "no reply to copy yet";
 pub const COPIED: &str = "last reply copied to the clipboard (OSC 52)";
 pub const NOTHING_TO_REGEN: &str = "no reply to regenerate";
+pub const CTRL_C_STOPPED: &str = "reply stopped · Ctrl+C again to quit";
+pub const CTRL_C_AGAIN: &str = "Ctrl+C again to quit (Ctrl+Q quits at once)";
+pub const CTRL_C_AGAIN_SHORT: &str = "Ctrl+C again to quit";
 
 pub const TOGGLES_FOOTER: &str =
     "↑/↓ select · Space toggle · Enter apply (restarts the engine) · Esc close";
@@ -191,3 +195,13 @@ pub fn gave_up(attempts: u32) -> String {
 pub fn restarted(ms: f64) -> String {
     format!("engine restarted with the new flags in {ms:.0} ms")
 }
+pub fn base_model(preset: &str) -> String {
+    format!(
+        "preset {preset}: a base model: it continues text, it was not tuned to answer chat turns"
+    )
+}
+
+pub fn cannot_turn_on(flag: &str, why: &str) -> String {
+    format!("{flag} cannot be turned on: {why}")
+}
+

@@ -1,4 +1,7 @@
-//! The preset picker: shipped and user presets, and the preset files that failed to parse.
+//! The preset picker: shipped and user presets (the current one with the flags its engine
+//! runs with, when toggled since), and the preset files that failed to parse.
+
+use std::collections::BTreeMap;
 
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -6,17 +9,12 @@ use ratatui::widgets::{Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
 use super::{block, centered};
+use crate::presets::Preset;
 use crate::tui::app::App;
 use crate::tui::stats::flags_label;
 use crate::tui::{sanitize, strings, theme};
 
 pub fn render(app: &App, f: &mut Frame, area: Rect, cursor: usize) {
-    let h = (app.presets.len() as u16) * 2 + app.preset_errors.len() as u16 * 2 + 5;
-    let r = centered(area, 96.min(area.width.saturating_sub(2)), h);
-    f.render_widget(Clear, r);
-    let b = block(strings::TITLE_PRESETS).border_style(theme::BORDER_FOCUS);
-    let inner = b.inner(r);
-    f.render_widget(b, r);
     let mut lines = Vec::new();
     for (i, p) in app.presets.iter().enumerate() {
         let sel = i == cursor;
@@ -45,7 +43,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect, cursor: usize) {
                 p.ctx,
                 p.sampling.temperature,
                 spec,
-                flags_label(&p.flag_env()),
+                flags_text(app, p, current),
                 p.source
             ),
             theme::DIM,
@@ -59,8 +57,51 @@ pub fn render(app: &App, f: &mut Frame, area: Rect, cursor: usize) {
         strings::PRESETS_FOOTER,
         theme::DIM,
     )));
+    // as high as the lines once wrapped, so a long description does not push the footer out
+    let w = 96.min(area.width.saturating_sub(2));
+    let h = wrapped_height(&lines, w.saturating_sub(2)) + 2;
+    let r = centered(area, w, h);
+    f.render_widget(Clear, r);
+    let b = block(strings::TITLE_PRESETS).border_style(theme::BORDER_FOCUS);
+    let inner = b.inner(r);
+    f.render_widget(b, r);
     f.render_widget(
         Paragraph::new(sanitize::lines(lines)).wrap(Wrap { trim: false }),
         inner,
     );
+}
+
+/// The preset's kernel flags (what switching to it runs with). For the current preset, when
+/// the running engine's flags differ (toggled since, with Ctrl+T), both: the picker must not say
+/// "no flags" while flags are on.
+fn flags_text(app: &App, p: &Preset, current: bool) -> String {
+    let preset = flags_label(&p.flag_env());
+    let on = |m: &BTreeMap<String, bool>| -> Vec<String> {
+        m.iter()
+            .filter(|(_, v)| **v)
+            .map(|(k, _)| k.clone())
+            .collect()
+    };
+    if current && on(&app.active_flags) != on(&p.flag_env()) {
+        format!(
+            "running {} (preset: {preset})",
+            flags_label(&app.active_flags)
+        )
+    } else {
+        preset
+    }
+}
+
+/// Rows `lines` take wrapped at `width` columns (an upper bound: word wrapping may take one more
+/// row now and then than a character count says, so each wrapped line counts one spare).
+pub fn wrapped_height(lines: &[Line], width: u16) -> u16 {
+    let w = usize::from(width.max(1));
+    lines
+        .iter()
+        .map(|l| match l.width() {
+            n if n <= w => 1,
+            n => n.div_ceil(w) + 1,
+        })
+        .sum::<usize>()
+        .min(usize::from(u16::MAX)) as u16
 }

@@ -1,11 +1,13 @@
 //! The kernel-flag toggles: each flag with its description, whether it applies to the loaded
-//! model (and why not), pending vs running state; Enter restarts the engine with the new set.
+//! model and the host (and why not: such a flag cannot be turned on), pending vs running state;
+//! Enter restarts the engine with the new set.
 
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
+use super::presets::wrapped_height;
 use super::{block, centered};
 use crate::tui::app::App;
 use crate::tui::stats::flags_label;
@@ -13,12 +15,6 @@ use crate::tui::{flags, sanitize, strings, theme};
 
 pub fn render(app: &App, f: &mut Frame, area: Rect, cursor: usize) {
     let names = app.flag_names();
-    let h = (names.len() as u16) * 3 + 6;
-    let r = centered(area, 96.min(area.width.saturating_sub(2)), h);
-    f.render_widget(Clear, r);
-    let b = block(strings::TITLE_TOGGLES).border_style(theme::BORDER_FOCUS);
-    let inner = b.inner(r);
-    f.render_widget(b, r);
     let mut lines = Vec::new();
     let pid = app.hello.as_ref().map_or("–".into(), |h| h.pid.to_string());
     let restart = app
@@ -63,23 +59,49 @@ pub fn render(app: &App, f: &mut Frame, area: Rect, cursor: usize) {
             format!("      {}", flags::description(name)),
             theme::TEXT,
         )));
-        let applies = flags::applies(name, app.loaded.as_ref(), &pending);
+        let applies = flags::applies(name, app.loaded.as_ref(), &pending, &app.host);
         lines.push(match applies {
             Ok(()) if app.loaded.is_some() => {
                 Line::from(Span::styled("      ✓ applies to this model", theme::OK))
             }
-            Ok(()) => Line::from(Span::styled("      ? no model loaded yet", theme::DIM)),
+            Ok(()) => Line::from(Span::styled(
+                "      ? not judged (no model loaded)",
+                theme::DIM,
+            )),
+            Err(why) if why == flags::NO_MODEL_YET => Line::from(Span::styled(
+                if on {
+                    format!("      ? {why}")
+                } else {
+                    format!("      ? {why}: it can be turned on once a model it applies to is loaded")
+                },
+                theme::DIM,
+            )),
+            // on already (a preset's, or the model changed): it can still be turned off
+            Err(why) if on => Line::from(Span::styled(
+                format!("      ✗ does not apply: {why} (Space turns it off)"),
+                theme::WARN,
+            )),
             Err(why) => Line::from(Span::styled(
-                format!("      ✗ does not apply: {why}"),
+                format!("      ✗ does not apply, cannot be turned on: {why}"),
                 theme::WARN,
             )),
         });
     }
     lines.push(Line::default());
+    if let Some(note) = &app.toggles_note {
+        lines.push(Line::from(Span::styled(note.clone(), theme::ERROR)));
+    }
     lines.push(Line::from(Span::styled(
         strings::TOGGLES_FOOTER,
         theme::DIM,
     )));
+    let w = 96.min(area.width.saturating_sub(2));
+    let h = wrapped_height(&lines, w.saturating_sub(2)) + 2;
+    let r = centered(area, w, h);
+    f.render_widget(Clear, r);
+    let b = block(strings::TITLE_TOGGLES).border_style(theme::BORDER_FOCUS);
+    let inner = b.inner(r);
+    f.render_widget(b, r);
     f.render_widget(
         Paragraph::new(sanitize::lines(lines)).wrap(Wrap { trim: false }),
         inner,
