@@ -40,6 +40,10 @@ pub struct Args {
     /// Wrap the prompt in the model's chat template as a user message.
     #[arg(long)]
     pub chat: bool,
+    /// Parse control-token text such as <|im_end|> in the prompt as control tokens (off: it is
+    /// plain text, and with --chat only the template's own markers are control tokens).
+    #[arg(long)]
+    pub parse_special: bool,
     /// Print the prompt as tokenized (ids and pieces) to stderr first.
     #[arg(long)]
     pub show_prompt: bool,
@@ -125,9 +129,13 @@ pub fn run(a: Args) -> Result<()> {
         if let Some(w) = &r.warning {
             eprintln!("warning: {w}");
         }
-        (tok.encode_prompt(&r.prompt), r.stops, r.stop_ids)
+        (tok.encode_chat(&r, a.parse_special), r.stops, r.stop_ids)
     } else {
-        (tok.encode(&a.prompt, true, false), Vec::new(), Vec::new())
+        (
+            tok.encode(&a.prompt, true, a.parse_special),
+            Vec::new(),
+            Vec::new(),
+        )
     };
     if ids.is_empty() {
         bail!("the prompt is empty after tokenization");

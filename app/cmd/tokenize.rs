@@ -31,7 +31,8 @@ pub struct Args {
     /// Do not add BOS/EOS (plain text mode).
     #[arg(long)]
     no_bos: bool,
-    /// Recognise control-token text such as <|im_start|> (plain text mode).
+    /// Recognise control-token text such as <|im_start|> in the text as control tokens. Off: it is
+    /// plain text, and with --chat only the template's own markers are control tokens.
     #[arg(long)]
     parse_special: bool,
     /// Decode these space-separated ids (each below the vocabulary size) instead of tokenizing.
@@ -89,7 +90,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 r.template_name, r.stops, r.stop_ids, r.prompt
             )?;
         }
-        tok.encode_prompt(&r.prompt)
+        tok.encode_chat(&r, a.parse_special)
     } else {
         tok.encode(&text, !a.no_bos, a.parse_special)
     };

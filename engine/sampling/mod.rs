@@ -20,15 +20,29 @@ pub enum SampleError {
     NonFinite { index: usize, value: f32 },
     #[error("logits are empty")]
     Empty,
-    #[error("invalid sampling parameter {name} = {value}: {why}")]
+    #[error("invalid sampling parameter {name} = {}: {why}", show(*.value))]
     BadParam {
         name: &'static str,
-        value: f64,
+        value: f32,
         why: &'static str,
     },
 }
 
-/// Sampling settings. `temperature <= 0` means greedy (argmax after the penalty).
+/// A parameter's value as typed: `-1`, `0.5`, `1e30`, `NaN`, `inf`.
+fn show(v: f32) -> String {
+    if v.is_finite() && v != 0.0 && !(1e-4..1e6).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// The allowed ranges (docs/protocol.md, `Sampling`): one rule for the CLI, a `load`'s defaults
+/// and each `generate`. NaN fails every range check.
+pub const TEMPERATURE_MAX: f32 = 100.0;
+pub const REPEAT_PENALTY_MAX: f32 = 10.0;
+
+/// Sampling settings. `temperature == 0` means greedy (argmax after the penalty).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SamplingParams {
     pub temperature: f32,
@@ -71,25 +85,29 @@ impl SamplingParams {
         }
     }
 
+    /// Checks every float against its range: temperature in [0, 100] (0 = greedy), top_p in
+    /// (0, 1], min_p in [0, 1], repeat_penalty in (0, 10]. The error names the parameter.
     pub fn validate(&self) -> Result<(), SampleError> {
-        let bad = |name, value: f32, why| {
-            Err(SampleError::BadParam {
-                name,
-                value: value as f64,
-                why,
-            })
-        };
-        if !self.temperature.is_finite() {
-            return bad("temperature", self.temperature, "must be finite");
+        let bad = |name, value: f32, why| Err(SampleError::BadParam { name, value, why });
+        if !(0.0..=TEMPERATURE_MAX).contains(&self.temperature) {
+            return bad(
+                "temperature",
+                self.temperature,
+                "must be in [0, 100] (0 = greedy)",
+            );
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return bad("top_p", self.top_p, "must be in (0, 1]");
+            return bad("top_p", self.top_p, "must be in (0, 1] (1 = off)");
         }
         if !(0.0..=1.0).contains(&self.min_p) {
-            return bad("min_p", self.min_p, "must be in [0, 1]");
+            return bad("min_p", self.min_p, "must be in [0, 1] (0 = off)");
         }
-        if !(self.repeat_penalty.is_finite() && self.repeat_penalty > 0.0) {
-            return bad("repeat_penalty", self.repeat_penalty, "must be > 0");
+        if !(self.repeat_penalty > 0.0 && self.repeat_penalty <= REPEAT_PENALTY_MAX) {
+            return bad(
+                "repeat_penalty",
+                self.repeat_penalty,
+                "must be in (0, 10] (1 = off)",
+            );
         }
         Ok(())
     }

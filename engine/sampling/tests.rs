@@ -245,6 +245,57 @@ fn bad_params_are_rejected() {
 }
 
 #[test]
+fn every_float_out_of_range_is_named_with_its_range() {
+    let nan = f32::NAN;
+    let inf = f32::INFINITY;
+    let cases: [(fn(&mut SamplingParams, f32), f32, &str); 14] = [
+        (
+            |p, v| p.temperature = v,
+            -1.0,
+            "temperature = -1: must be in [0, 100]",
+        ),
+        (
+            |p, v| p.temperature = v,
+            1e30,
+            "temperature = 1e30: must be in [0, 100]",
+        ),
+        (|p, v| p.temperature = v, nan, "temperature = NaN"),
+        (|p, v| p.temperature = v, inf, "temperature = inf"),
+        (|p, v| p.top_p = v, -0.5, "top_p = -0.5: must be in (0, 1]"),
+        (|p, v| p.top_p = v, 1.5, "top_p = 1.5"),
+        (|p, v| p.top_p = v, nan, "top_p = NaN"),
+        (|p, v| p.min_p = v, 2.0, "min_p = 2: must be in [0, 1]"),
+        (|p, v| p.min_p = v, -inf, "min_p = -inf"),
+        (|p, v| p.min_p = v, nan, "min_p = NaN"),
+        (
+            |p, v| p.repeat_penalty = v,
+            0.0,
+            "repeat_penalty = 0: must be in (0, 10]",
+        ),
+        (|p, v| p.repeat_penalty = v, -1.0, "repeat_penalty = -1"),
+        (|p, v| p.repeat_penalty = v, 1e30, "repeat_penalty = 1e30"),
+        (|p, v| p.repeat_penalty = v, nan, "repeat_penalty = NaN"),
+    ];
+    for (set, v, want) in cases {
+        let mut p = params();
+        set(&mut p, v);
+        let msg = p.validate().expect_err(want).to_string();
+        assert!(msg.contains(want), "{msg} lacks {want}");
+    }
+    // the edges of each range are accepted
+    for (t, top_p, min_p, rp) in [(0.0, 1.0, 0.0, 10.0), (100.0, 1e-6, 1.0, 1e-6)] {
+        let p = SamplingParams {
+            temperature: t,
+            top_p,
+            min_p,
+            repeat_penalty: rp,
+            ..params()
+        };
+        assert_eq!(p.validate(), Ok(()), "{p:?}");
+    }
+}
+
+#[test]
 fn a_seed_reproduces_the_draws_and_draws_follow_probs() {
     let l = halves();
     let draw = |seed| {

@@ -12,6 +12,7 @@
 //! ```
 
 mod bpe;
+mod content;
 mod error;
 mod gguf_meta;
 mod pretok;
@@ -201,11 +202,22 @@ impl Tokenizer {
     /// `add_eos_token`). `parse_special`: recognise control-token text such as `<|im_start|>` in
     /// `text`; otherwise it is tokenized as plain text (user-defined tokens always match).
     pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
+        self.encode_blocked(text, add_special, parse_special, &[])
+    }
+
+    /// `encode` with control tokens recognised only outside the `blocked` byte ranges.
+    fn encode_blocked(
+        &self,
+        text: &str,
+        add_special: bool,
+        parse_special: bool,
+        blocked: &[std::ops::Range<usize>],
+    ) -> Vec<u32> {
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         if add_special && self.add_bos {
             out.extend(self.bos);
         }
-        let fragments = self.specials.split(text, parse_special);
+        let fragments = self.specials.split(text, parse_special, blocked);
         match &self.model {
             Model::Bpe { bpe, pre } => {
                 let mut words = Vec::new();
@@ -272,10 +284,23 @@ impl Tokenizer {
         out
     }
 
-    /// Encodes a rendered chat prompt: special tokens in the text are parsed, and BOS is added
-    /// when the model wants one unless the prompt text already starts with it.
+    /// Encodes a rendered chat prompt: only the chat template's own text can become control
+    /// tokens; message content (`chat.content`) is text, so a message holding `<|im_end|>` cannot
+    /// end its turn or open another. `parse_special` (an explicit opt-in) parses control-token
+    /// text in the content too. BOS as in `encode_prompt`.
+    pub fn encode_chat(&self, chat: &RenderedChat, parse_special: bool) -> Vec<u32> {
+        let blocked: &[std::ops::Range<usize>] = if parse_special { &[] } else { &chat.content };
+        self.with_bos(self.encode_blocked(&chat.prompt, false, true, blocked))
+    }
+
+    /// Encodes trusted prompt text with every control-token text in it parsed (a rendered chat
+    /// whose content is trusted; use `encode_chat` for conversations), and BOS added when the
+    /// model wants one unless the text already starts with it.
     pub fn encode_prompt(&self, prompt: &str) -> Vec<u32> {
-        let ids = self.encode(prompt, false, true);
+        self.with_bos(self.encode(prompt, false, true))
+    }
+
+    fn with_bos(&self, ids: Vec<u32>) -> Vec<u32> {
         match self.bos {
             Some(b) if self.add_bos && ids.first() != Some(&b) => {
                 let mut v = Vec::with_capacity(ids.len() + 1);

@@ -71,8 +71,15 @@ impl SpecialMatcher {
         }
     }
 
-    /// Splits `text` into raw-text fragments and special tokens, in order.
-    pub fn split(&self, text: &str, parse_special: bool) -> Vec<Fragment> {
+    /// Splits `text` into raw-text fragments and special tokens, in order. `blocked`: byte ranges
+    /// (sorted, non-overlapping) where control tokens are not recognised even with
+    /// `parse_special`: a control token touching one is text (the content of a chat message).
+    pub fn split(
+        &self,
+        text: &str,
+        parse_special: bool,
+        blocked: &[Range<usize>],
+    ) -> Vec<Fragment> {
         let bytes = text.as_bytes();
         // (rank, start, len, id) of every occurrence.
         let mut found: Vec<(u32, usize, usize, u32)> = Vec::new();
@@ -85,7 +92,7 @@ impl SpecialMatcher {
                     Err(_) => break,
                 }
                 if let Some((id, rank, gated)) = self.nodes[cur].terminal {
-                    if parse_special || !gated {
+                    if !gated || (parse_special && !overlaps(blocked, start, k + 1)) {
                         found.push((rank, start, k + 1, id));
                     }
                 }
@@ -129,6 +136,12 @@ impl SpecialMatcher {
     }
 }
 
+/// Whether `start..start + len` overlaps any of the sorted, disjoint `ranges`.
+fn overlaps(ranges: &[Range<usize>], start: usize, len: usize) -> bool {
+    let i = ranges.partition_point(|r| r.end <= start);
+    ranges.get(i).is_some_and(|r| r.start < start + len)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,14 +159,31 @@ mod tests {
         ];
         let m = SpecialMatcher::new(&toks, &ty);
         assert_eq!(
-            m.split("abcd", true),
+            m.split("abcd", true, &[]),
             vec![Fragment::Text(0..1), Fragment::Token(1)]
         );
         // Without parse_special the control token is plain text, the user-defined one still splits.
         assert_eq!(
-            m.split("abcd", false),
+            m.split("abcd", false, &[]),
             vec![Fragment::Token(0), Fragment::Text(2..4)]
         );
-        assert_eq!(m.split("", true), vec![]);
+        assert_eq!(m.split("", true, &[]), vec![]);
+    }
+
+    #[test]
+    fn blocked_ranges_keep_control_tokens_as_text() {
+        let toks: Vec<Vec<u8>> = ["<e>", "ab"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect();
+        let m = SpecialMatcher::new(&toks, &[TokenType::Control, TokenType::UserDefined]);
+        // "<e>x<e>ab": the second <e> and the user-defined "ab" lie in the blocked range
+        assert_eq!(
+            m.split("<e>x<e>ab", true, &[3..9]),
+            vec![Fragment::Token(0), Fragment::Text(3..7), Fragment::Token(1)]
+        );
+        // a control token only partly inside a blocked range is text too
+        assert_eq!(m.split("<e>", true, &[2..3]), vec![Fragment::Text(0..3)]);
+        assert_eq!(m.split("<e>", true, &[3..4]), vec![Fragment::Token(0)]);
     }
 }

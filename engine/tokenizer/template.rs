@@ -12,6 +12,7 @@ use std::io::Write;
 use minijinja::value::{Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, State};
 
+use super::content::{Filled, Sentinels};
 use super::Tokenizer;
 
 /// One chat message. `role`: "system", "user" or "assistant".
@@ -121,8 +122,11 @@ pub enum TemplateError {
 /// The result of rendering a conversation.
 #[derive(Clone, Debug)]
 pub struct RenderedChat {
-    /// The prompt text; encode it with `Tokenizer::encode_prompt` (special tokens parsed).
+    /// The prompt text; encode it with `Tokenizer::encode_chat`.
     pub prompt: String,
+    /// Byte ranges of `prompt` that are message content (sorted, disjoint): control-token text
+    /// there stays text unless the caller opts in. Everything else the template wrote.
+    pub content: Vec<std::ops::Range<usize>>,
     /// Strings that end the assistant's turn (e.g. `<|im_end|>`), for text-level stopping.
     pub stops: Vec<String>,
     /// Token ids that end generation (EOS, EOT, ...).
@@ -225,41 +229,73 @@ impl ChatTemplate {
     }
 
     /// Renders with the model's template, falling back to the built-in one (with a warning) when
-    /// there is none or it fails. Never fails.
+    /// there is none or it fails. Never fails. `content` in the result tells which bytes came from
+    /// message content (`content.rs`), for `Tokenizer::encode_chat`.
     pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> RenderedChat {
-        let (prompt, warning, name) = match &self.source {
-            None => (
-                self.fallback.render(messages, add_generation_prompt),
-                Some(format!(
-                    "model has no chat template; using the built-in `{}` template",
-                    self.fallback.name()
-                )),
-                self.fallback.name().to_string(),
-            ),
-            Some(src) => match self.render_source(
-                src,
+        let texts = messages
+            .iter()
+            .flat_map(|m| [m.content.as_str(), m.role.as_str()]);
+        let extra = [self.bos_token.as_str(), self.eos_token.as_str()];
+        let sentinels = Sentinels::new(texts.chain(self.source.as_deref()).chain(extra));
+        let stand_ins = sentinels.stand_ins(messages);
+        let model = self.source.as_ref().map(|src| {
+            let limits = Limits::for_messages(messages);
+            let marked = self.render_source(src, &stand_ins, add_generation_prompt, limits)?;
+            let real = self.render_source(src, messages, add_generation_prompt, limits)?;
+            sentinels
+                .fill(&marked, messages, Some(&real))
+                .ok_or_else(|| TemplateError::Render("it cuts message content apart".into()))
+        });
+        let (filled, warning, name) = match model {
+            Some(Ok(f)) => {
+                let warning = (!f.exact).then(|| {
+                    "chat template rewrites message content in a way that cannot be followed; \
+                     the content is inserted as written"
+                        .to_string()
+                });
+                (f, warning, "model".to_string())
+            }
+            None => self.builtin(
+                &sentinels,
                 messages,
                 add_generation_prompt,
-                Limits::for_messages(messages),
-            ) {
-                Ok(p) => (p, None, "model".to_string()),
-                Err(e) => (
-                    self.fallback.render(messages, add_generation_prompt),
-                    Some(format!(
-                        "{e}; using the built-in `{}` template",
-                        self.fallback.name()
-                    )),
-                    self.fallback.name().to_string(),
-                ),
-            },
+                "model has no chat template".into(),
+            ),
+            Some(Err(e)) => {
+                self.builtin(&sentinels, messages, add_generation_prompt, e.to_string())
+            }
         };
         RenderedChat {
-            prompt,
+            prompt: filled.prompt,
+            content: filled.content,
             stops: self.stops.clone(),
             stop_ids: self.stop_ids.clone(),
             warning,
             template_name: name,
         }
+    }
+
+    /// The built-in template's rendering, with a warning saying `why` it is used.
+    fn builtin(
+        &self,
+        sentinels: &Sentinels,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        why: String,
+    ) -> (Filled, Option<String>, String) {
+        let marked = self
+            .fallback
+            .render(&sentinels.stand_ins(messages), add_generation_prompt);
+        // The built-ins write each content (sentinel) whole, never cut.
+        let f = sentinels
+            .fill(&marked, messages, None)
+            .expect("built-in templates keep sentinels whole");
+        let name = self.fallback.name();
+        (
+            f,
+            Some(format!("{why}; using the built-in `{name}` template")),
+            name.to_string(),
+        )
     }
 
     /// Renders the model's template only (an error instead of the fallback).
