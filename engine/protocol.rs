@@ -93,6 +93,12 @@ pub struct Generate {
     /// Overrides the load's `spec` for this turn.
     #[serde(default)]
     pub spec: Option<u32>,
+    /// Parse control-token text (`<|im_end|>`, `<start_of_turn>`...) inside message content as
+    /// control tokens. Off (the default): only the chat template's own markers are control
+    /// tokens and such text in a message is plain text, so a pasted message cannot end its turn
+    /// or open a system turn. An explicit opt-in for power users.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parse_special: bool,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -356,6 +362,7 @@ mod tests {
                     ..Sampling::default()
                 },
                 spec: None,
+                parse_special: true,
             }),
             Request::Cancel { id: 7 },
             Request::Stats {},

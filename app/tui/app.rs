@@ -541,6 +541,7 @@ impl App {
             messages,
             sampling: self.preset.sampling.clone(),
             spec: None,
+            parse_special: false,
         }))]
     }
 

@@ -161,7 +161,7 @@ fn run(s: &mut Session, job: &GenJob, out: &Out) -> Result<Turn, String> {
     if let Some(w) = &chat.warning {
         eprintln!("strata engine: {w}");
     }
-    let prompt = s.tok.encode_prompt(&chat.prompt);
+    let prompt = s.tok.encode_chat(&chat, req.parse_special);
     let mut stop_tokens = chat.stop_ids.clone();
     stop_tokens.extend(s.tok.eog_ids());
     let cfg = GenerateConfig {

@@ -4,8 +4,10 @@
 //! Nothing but events goes to stdout; diagnostics go to stderr.
 
 pub mod decode;
+mod exit;
 pub mod flags;
 mod hostmem;
+mod input;
 pub mod out;
 pub mod session;
 
@@ -19,11 +21,7 @@ use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-/// After `shutdown`/EOF, how long to wait for the worker to stop (it checks the cancel flag between
-/// windows; a load in progress is not interruptible and is abandoned).
-const EXIT_GRACE: Duration = Duration::from_secs(2);
+use std::time::Instant;
 
 enum Job {
     Load(crate::protocol::Load),
@@ -36,6 +34,10 @@ struct Shared {
     devices: Mutex<Devices>,
     /// The generation the worker owns (queued or running) and its cancel flag.
     current: Mutex<Option<(u64, Arc<AtomicBool>)>>,
+    /// Set on `shutdown`/EOF: a load stops at its next stage, queued loads do not start.
+    quit: AtomicBool,
+    /// The worker is in a load (exit.rs leaves without it rather than wait).
+    loading: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -59,6 +61,8 @@ pub fn serve(input: impl BufRead, out: Out) -> i32 {
     let shared = Arc::new(Shared {
         devices: Mutex::new(Devices { cards: Vec::new() }),
         current: Mutex::new(None),
+        quit: AtomicBool::new(false),
+        loading: AtomicBool::new(false),
     });
     let (tx, rx) = mpsc::channel::<Job>();
     let worker = {
@@ -81,11 +85,20 @@ pub fn serve(input: impl BufRead, out: Out) -> i32 {
     };
     // Defaults a `generate` takes for the sampling fields it omits: the last load's.
     let mut defaults = Sampling::default();
-    for line in input.lines() {
+    for line in input::Lines::new(input) {
         let line = match line {
-            Ok(l) => l,
+            Ok(input::Line::Text(l)) => l,
+            Ok(input::Line::NotUtf8 {
+                number,
+                bad_at,
+                len,
+            }) => {
+                error(&out, None, input::Line::describe_bad(number, bad_at, len), false);
+                continue;
+            }
             Err(e) => {
-                error(&out, None, format!("reading stdin: {e}"), false);
+                // stdin itself failed: nothing more can arrive, so this ends the engine
+                error(&out, None, format!("reading stdin: {e}"), true);
                 break;
             }
         };
@@ -151,18 +164,10 @@ pub fn serve(input: impl BufRead, out: Out) -> i32 {
             Request::Shutdown {} => break,
         }
     }
+    shared.quit.store(true, Ordering::Relaxed);
     cancel_current(&shared);
     drop(tx);
-    let t0 = Instant::now();
-    while !worker.is_finished() && t0.elapsed() < EXIT_GRACE {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    if worker.is_finished() {
-        let _ = worker.join();
-    } else {
-        eprintln!("strata engine: the worker is still busy; exiting without it");
-    }
-    0
+    exit::join_or_leave(worker, &shared.loading, &out)
 }
 
 fn cancel_current(shared: &Shared) {
@@ -195,10 +200,13 @@ fn parse(line: &str, defaults: &Sampling) -> Result<Request, (Option<u64>, Strin
             }
         }
     }
+    let kind = v.get("type").and_then(|t| t.as_str()).unwrap_or("?");
     match decode_request(&v.to_string()) {
-        Ok(r) => Ok(r),
+        Ok(r) => {
+            check_sampling(&r).map_err(|e| (gen_id, format!("bad request ({kind}, {e}")))?;
+            Ok(r)
+        }
         Err(e) => {
-            let kind = v.get("type").and_then(|t| t.as_str()).unwrap_or("?");
             let field = match bad_field(&v, &[]) {
                 Some(f) => format!(", field \"{f}\""),
                 None => String::new(),
@@ -206,6 +214,23 @@ fn parse(line: &str, defaults: &Sampling) -> Result<Request, (Option<u64>, Strin
             Err((gen_id, format!("bad request ({kind}{field}): {}", e.source)))
         }
     }
+}
+
+/// A `load`'s or `generate`'s sampling against the allowed ranges (`SamplingParams::validate`,
+/// the one rule for both): refused before the request is queued, so a bad `load` leaves the
+/// loaded model in place. The error goes on from "bad request (TYPE, ".
+fn check_sampling(r: &Request) -> Result<(), String> {
+    let s = match r {
+        Request::Load(l) => &l.sampling,
+        Request::Generate(g) => &g.sampling,
+        _ => return Ok(()),
+    };
+    decode::sampling_params(s).validate().map_err(|e| match &e {
+        crate::sampling::SampleError::BadParam { name, .. } => {
+            format!("field \"sampling.{name}\"): {e}")
+        }
+        _ => format!("sampling): {e}"),
+    })
 }
 
 /// The field that makes `v` fail to decode, as a dotted path ("sampling.top_k"): serde's message
@@ -264,10 +289,16 @@ fn run_job(job: Job, session: &mut Option<Session>, out: &Out, shared: &Shared) 
     {
         match job {
             Job::Load(l) => {
+                if shared.quit.load(Ordering::Relaxed) {
+                    return;
+                }
+                shared.loading.store(true, Ordering::Relaxed);
                 // Free the old model's device memory before allocating the new one.
                 *session = None;
                 *lock(&shared.devices) = session::idle_devices();
-                match Session::load(&l, out) {
+                let loaded = Session::load(&l, out, &shared.quit);
+                shared.loading.store(false, Ordering::Relaxed);
+                match loaded {
                     Ok(s) => {
                         eprintln!(
                             "strata engine: loaded {} in {:.0} ms",
@@ -279,6 +310,8 @@ fn run_job(job: Job, session: &mut Option<Session>, out: &Out, shared: &Shared) 
                         out.emit(&Event::Devices(d));
                         *session = Some(s);
                     }
+                    // shutting down: the app asked for it, no error to report
+                    Err(session::LoadError::Cancelled) => {}
                     Err(e) => error(out, None, e.to_string(), false),
                 }
             }

@@ -27,4 +27,18 @@ impl Out {
             eprintln!("strata engine: writing an event failed: {err}");
         }
     }
+
+    /// Flushes and keeps the writer locked for good: a thread that emits later blocks, so the
+    /// process can end (exit.rs) without a half-written event on stdout. When another thread
+    /// holds the writer (blocked on a full pipe nobody reads) it is left as it is.
+    pub fn seal(&self) {
+        let w = match self.w.try_lock() {
+            Ok(w) => w,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        let mut w = w;
+        let _ = w.flush();
+        std::mem::forget(w);
+    }
 }

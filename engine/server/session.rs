@@ -50,6 +50,10 @@ pub enum LoadError {
         path: String,
         source: crate::sycl::SyclError,
     },
+    #[error("load {path}: {what}, not a model file (give the path of a .gguf file)")]
+    NotAFile { path: String, what: &'static str },
+    #[error("load cancelled: the engine is shutting down")]
+    Cancelled,
     #[error("load {path}: default sampling: {source}")]
     Sampling {
         path: String,
@@ -113,7 +117,19 @@ impl Ticker {
         }
     }
 
-    fn stage(&self, stage: &str, done: u64, total: u64) {
+    /// Reports the next stage, or stops the load when `cancel` is set (the engine is shutting
+    /// down: a load between stages ends cleanly instead of being abandoned mid-call).
+    fn stage(
+        &self,
+        stage: &str,
+        done: u64,
+        total: u64,
+        cancel: &AtomicBool,
+    ) -> Result<(), LoadError> {
+        if cancel.load(Ordering::Relaxed) {
+            eprintln!("strata engine: load: cancelled before {stage} (shutting down)");
+            return Err(LoadError::Cancelled);
+        }
         let p = Progress {
             stage: stage.into(),
             done,
@@ -123,6 +139,7 @@ impl Ticker {
         eprintln!("strata engine: load: {stage} {done}/{total}");
         *self.cur.lock().unwrap_or_else(|p| p.into_inner()) = p.clone();
         self.out.emit(&Event::Progress(p));
+        Ok(())
     }
 }
 
@@ -136,10 +153,12 @@ impl Drop for Ticker {
 }
 
 impl Session {
-    /// Loads `req.model` onto the default card, reporting progress on `out`.
-    pub fn load(req: &Load, out: &Out) -> Result<Session, LoadError> {
+    /// Loads `req.model` onto the default card, reporting progress on `out`; `cancel` stops it
+    /// at the next stage (`LoadError::Cancelled`).
+    pub fn load(req: &Load, out: &Out, cancel: &AtomicBool) -> Result<Session, LoadError> {
         let t0 = Instant::now();
         let path = req.model.clone();
+        regular_file(&path)?;
         // the defaults every later `generate` falls back on: refused now, not at each generate
         super::decode::sampling_params(&req.sampling)
             .validate()
@@ -149,7 +168,7 @@ impl Session {
             })?;
         let ticker = Ticker::start(out);
         const STAGES: u64 = 5;
-        ticker.stage("gguf", 0, STAGES);
+        ticker.stage("gguf", 0, STAGES, cancel)?;
         let g = Gguf::open(&path).map_err(|source| LoadError::Gguf {
             path: path.clone(),
             source,
@@ -164,13 +183,13 @@ impl Session {
         } else {
             req.ctx as usize
         };
-        ticker.stage("tokenizer", 1, STAGES);
+        ticker.stage("tokenizer", 1, STAGES, cancel)?;
         let tok = Tokenizer::from_gguf_path(&path).map_err(|source| LoadError::Tokenizer {
             path: path.clone(),
             source,
         })?;
         let template = ChatTemplate::from_tokenizer(&tok);
-        ticker.stage("device", 2, STAGES);
+        ticker.stage("device", 2, STAGES, cancel)?;
         // split_cpu >= 2: the CPU device as that many cards, the layers split over them; 1 or
         // none: the default device whole.
         let cards = match req.devices.split_cpu {
@@ -186,7 +205,7 @@ impl Session {
             path: path.clone(),
             source,
         })?;
-        ticker.stage("weights+kernels", 3, STAGES);
+        ticker.stage("weights+kernels", 3, STAGES, cancel)?;
         let opts = EngineOptions {
             n_ctx,
             ..EngineOptions::default()
@@ -196,14 +215,14 @@ impl Session {
             source,
         };
         let mut engine = Engine::from_gguf_split(&g, cards, None, &opts).map_err(eng)?;
-        ticker.stage("warmup", 4, STAGES);
+        ticker.stage("warmup", 4, STAGES, cancel)?;
         let bos = tok.bos().unwrap_or(0);
         engine
             .forward(&vec![bos; WARMUP_ROWS.min(n_ctx)], 0, &[0])
             .map_err(eng)?;
         engine.forward(&[bos], 0, &[0]).map_err(eng)?;
         engine.reset();
-        ticker.stage("done", STAGES, STAGES);
+        ticker.stage("done", STAGES, STAGES, cancel)?;
         drop(ticker);
 
         let quant_types: BTreeSet<String> = g
@@ -269,6 +288,36 @@ impl Session {
             .collect();
         Devices { cards }
     }
+}
+
+/// Refuses a path that is not a regular file before anything opens it: opening a FIFO for reading
+/// blocks until a writer comes (a load that hangs), and a directory or device is no model either.
+/// A missing file passes: opening it gives the usual "no such file" error.
+fn regular_file(path: &str) -> Result<(), LoadError> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    let t = meta.file_type();
+    let what = if t.is_file() {
+        return Ok(());
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "a special file"
+    };
+    Err(LoadError::NotAFile {
+        path: path.to_string(),
+        what,
+    })
 }
 
 /// The cards before any model is loaded: the default device with nothing in use.
