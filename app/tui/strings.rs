@@ -124,9 +124,9 @@ pub fn rss_budget(budget: &str, from: &str, pct: f64) -> String {
     format!("of {budget} ({from}) · {pct:.1}%")
 }
 
-/// A host card's header figures: its buffers; the bars below are shares of the RSS.
+/// A host card's header figures: its buffers, part of the RSS (the bars below: their shares).
 pub fn host_card(buffers: &str) -> String {
-    format!("{buffers} · bars: share of RSS")
+    format!("{buffers} of the RSS")
 }
 
 pub fn conversations_title(shown: usize, total: usize) -> String {

@@ -1232,6 +1232,7 @@ fn snapshot_cards_with_rss() {
     let rows = rows_of(&t);
     let text = rows.join("\n");
     assert!(text.contains("RSS       212 MiB"), "{text}");
+    assert!(text.contains("#0 AMD EPYC 137 MiB of the RSS"), "{text}");
     assert!(text.contains("of 22.0 GiB (MemAvailable + RSS) · 0.9%"), "{text}");
     assert!(!text.contains("23.5 GiB"), "not the device's nominal memory: {text}");
     // every bar shows something: the RSS against the budget, each category's share of the RSS

@@ -16,7 +16,7 @@ use ratatui::Frame;
 use strata::protocol::{Card, HostMemory};
 
 use super::{block, fmt_bytes};
-use crate::tui::app::App;
+use crate::tui::app::{truncate, App};
 use crate::tui::{sanitize, strings, theme};
 
 type Row = (Line<'static>, Option<(f64, Style)>);
@@ -51,7 +51,7 @@ fn process_rows(h: &HostMemory, buffers: u64) -> (Vec<Row>, Row) {
     (rows, runtime)
 }
 
-fn card_lines(card: &Card, dense: bool) -> Vec<Row> {
+fn card_lines(card: &Card, dense: bool, width: usize) -> Vec<Row> {
     let total = card.used.total();
     let (sizes, of) = match &card.host {
         Some(h) => (strings::host_card(&fmt_bytes(total)), h.rss),
@@ -60,9 +60,15 @@ fn card_lines(card: &Card, dense: bool) -> Vec<Row> {
             card.budget,
         ),
     };
+    // the name gives way to the figures (a CPU's full name fills the panel)
+    let index = format!("#{} ", card.index);
+    let room = width.saturating_sub(index.chars().count() + sizes.chars().count() + 1);
     let mut rows = vec![(
         Line::from(vec![
-            Span::styled(format!("#{} {} ", card.index, card.name), theme::VALUE),
+            Span::styled(
+                format!("{index}{} ", truncate(&card.name, room.max(4))),
+                theme::VALUE,
+            ),
             Span::styled(sizes, theme::LABEL),
         ]),
         None,
@@ -141,7 +147,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         runtime
     });
     for c in &d.cards {
-        rows.extend(card_lines(c, dense));
+        rows.extend(card_lines(c, dense, inner.width as usize));
     }
     rows.extend(runtime);
     for (i, (mut line, gauge)) in rows.into_iter().enumerate().take(inner.height as usize) {
