@@ -233,3 +233,44 @@ fn every_pane_shows_outside_text_as_markers() {
     let s = rows(&draw_panes(&app, 130, 40).0);
     assert!(s.contains(&format!("described {TITLE_SHOWN}")), "{s}");
 }
+
+#[test]
+fn the_conversation_list_log_and_settings_show_outside_text_as_markers() {
+    // a saved conversation whose first message is hostile, listed as Ctrl+O lists them
+    let dir = tempfile::tempdir().expect("temp dir");
+    let history = HistoryStore::new(dir.path().join("conversations"));
+    std::fs::create_dir_all(history.dir()).expect("dir");
+    let c = serde_json::json!({
+        "version": 1, "id": "20261202-101500", "created": 1_764_656_100u64,
+        "preset": "default", "model": "",
+        "messages": [{ "role": "user", "content": format!("first {TITLE}{CLIP}{CLEAR} line") }],
+    });
+    std::fs::write(
+        history.dir().join("20261202-101500.json"),
+        serde_json::to_vec(&c).expect("json"),
+    )
+    .expect("written");
+    let mut app = new_app();
+    loaded(&mut app);
+    app.saved = super::conversations::list(&history).expect("listed");
+    app.overlay = Overlay::Conversations { cursor: 0 };
+    let (buf, left) = draw_panes(&app, 130, 40);
+    assert_clean(&buf, left, "conversation list");
+    let s = rows(&buf);
+    assert!(s.contains(&format!("first {TITLE_SHOWN}")), "{s}");
+    // the message log (every notice, whole)
+    app.overlay = Overlay::None;
+    app.notify(Level::Error, format!("logged {TITLE}{CLEAR}"));
+    app.overlay = Overlay::Log { scroll: 0 };
+    let (buf, left) = draw_panes(&app, 130, 40);
+    assert_clean(&buf, left, "message log");
+    assert!(rows(&buf).contains(&format!("logged {TITLE_SHOWN}")));
+    // the settings form, with a system prompt holding the sequences
+    app.overlay = Overlay::None;
+    app.preset.system_prompt = format!("prompt {TITLE}{CLIP}");
+    app.handle_key(KeyEvent::new(KeyCode::Char('s'), KeyModifiers::CONTROL));
+    assert_eq!(app.overlay, Overlay::Settings);
+    let (buf, left) = draw_panes(&app, 130, 40);
+    assert_clean(&buf, left, "settings");
+    assert!(rows(&buf).contains(&format!("prompt {TITLE_SHOWN}")));
+}
