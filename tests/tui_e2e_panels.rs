@@ -78,7 +78,8 @@ fn panels_in_a_real_terminal() {
     tmux.type_text("7");
     tmux.keys(&["Enter"]);
     tmux.wait("the settings applied", 10, |s| {
-        s.contains("settings set for this conversation").then_some(())
+        s.contains("settings set for this conversation")
+            .then_some(())
     });
 
     // 3. The speed panel is live while the reply streams, then the turn's figure.
@@ -96,11 +97,20 @@ fn panels_in_a_real_terminal() {
         (done && reply_stats(&conversation(s)).is_some()).then(|| s.to_string())
     });
     println!("{s}");
-    assert!(!s.contains("tok/s live"), "the turn's figure replaced it:\n{s}");
+    assert!(
+        !s.contains("tok/s live"),
+        "the turn's figure replaced it:\n{s}"
+    );
     let (tokens, tps, stop) = reply_stats(&conversation(&s)).unwrap();
     println!("reply: {tokens} tok, {tps} tok/s, {stop}");
-    assert!(tokens > 1 && tokens <= 120, "max_tokens 120 from the settings: {tokens}");
-    assert!(["max_tokens", "eos", "stop_string"].contains(&stop.as_str()), "{stop}");
+    assert!(
+        tokens > 1 && tokens <= 120,
+        "max_tokens 120 from the settings: {tokens}"
+    );
+    assert!(
+        ["max_tokens", "eos", "stop_string"].contains(&stop.as_str()),
+        "{stop}"
+    );
     if stop == "max_tokens" {
         assert_eq!(tokens, 120);
     }

@@ -109,7 +109,8 @@ pub const SETTINGS_HINTS: [&str; 7] = [
 pub const SETTINGS_FOOTER: &str =
     "↑/↓ field · Ctrl+U clear · Ctrl+R the preset's values · Enter apply · Esc cancel";
 pub const SETTINGS_PROMPT_HINT: &str = "  Ctrl+J: a new line";
-pub const SETTINGS_APPLIED: &str = "settings set for this conversation: they apply from the next reply";
+pub const SETTINGS_APPLIED: &str =
+    "settings set for this conversation: they apply from the next reply";
 pub const SETTINGS_PRESET: &str = "this conversation follows the preset's settings again";
 pub const RSS: &str = "RSS";
 pub const RUNTIME: &str = "runtime";

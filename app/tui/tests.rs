@@ -1132,14 +1132,22 @@ fn snapshot_speed_mid_stream() {
     // the turn's own figure replaces it
     app.apply_event(turn(id, 61.5, Stop::Eos));
     let t = draw_pane(44, 7, |f| panes::speed::render(&app, f, f.area()));
-    assert!(rows_of(&t)[1].contains("decode 61.5 tok/s  median"), "{:#?}", rows_of(&t));
+    assert!(
+        rows_of(&t)[1].contains("decode 61.5 tok/s  median"),
+        "{:#?}",
+        rows_of(&t)
+    );
 }
 
 #[test]
 fn snapshot_reply_stats_line() {
     let mut app = ready_app();
     let id = send(&mut app, "Tell me a story.");
-    stream(&mut app, id, "Once upon a time, a small model ran out of tokens");
+    stream(
+        &mut app,
+        id,
+        "Once upon a time, a small model ran out of tokens",
+    );
     app.apply_event(Event::Turn(Turn {
         decode_tokens: 63,
         decode_tps: 142.3,
@@ -1177,8 +1185,14 @@ fn tokens_per_window_is_one_mean_in_both_panels() {
     let app = mid_conversation();
     // accepted 2,1,3,0,2,1,3,2 over 8 windows: (14 + 8) / 8
     assert_eq!(app.metrics.tokens_per_window(), Some(2.75));
-    let w = rows_of(&draw_pane(44, 7, |f| panes::window::render(&app, f, f.area()))).join("\n");
-    let d = rows_of(&draw_pane(44, 4, |f| panes::draft::render(&app, f, f.area()))).join("\n");
+    let w = rows_of(&draw_pane(44, 7, |f| {
+        panes::window::render(&app, f, f.area())
+    }))
+    .join("\n");
+    let d = rows_of(&draw_pane(44, 4, |f| {
+        panes::draft::render(&app, f, f.area())
+    }))
+    .join("\n");
     assert!(w.contains("tokens/window 2.75 mean"), "{w}");
     assert!(d.contains("tokens/window 2.75 mean"), "{d}");
 }
@@ -1187,14 +1201,23 @@ fn tokens_per_window_is_one_mean_in_both_panels() {
 fn snapshot_robust_sparkline() {
     let mut app = ready_app();
     let id = send(&mut app, "Go.");
-    let ms = [12.0, 13.0, 11.0, 14.0, 12.5, 600.0, 11.5, 13.5, 12.0, 14.5, 11.0, 13.0];
+    let ms = [
+        12.0, 13.0, 11.0, 14.0, 12.5, 600.0, 11.5, 13.5, 12.0, 14.5, 11.0, 13.0,
+    ];
     windows(&mut app, id, &ms, &[1; 12]);
     let t = draw_pane(44, 7, |f| panes::window::render(&app, f, f.area()));
     let rows = rows_of(&t);
-    assert!(rows[1].contains("▲600 ms"), "the spike is marked: {rows:#?}");
+    assert!(
+        rows[1].contains("▲600 ms"),
+        "the spike is marked: {rows:#?}"
+    );
     // the bars other than the spike still differ (scaled to 600 they would all be one level)
-    let bottom: Vec<&str> = (1..13).map(|x| t.backend().buffer()[(x, 4)].symbol()).collect();
-    let top: Vec<&str> = (1..13).map(|x| t.backend().buffer()[(x, 3)].symbol()).collect();
+    let bottom: Vec<&str> = (1..13)
+        .map(|x| t.backend().buffer()[(x, 4)].symbol())
+        .collect();
+    let top: Vec<&str> = (1..13)
+        .map(|x| t.backend().buffer()[(x, 3)].symbol())
+        .collect();
     let shapes: std::collections::BTreeSet<(&str, &str)> = top
         .iter()
         .zip(&bottom)
@@ -1233,8 +1256,14 @@ fn snapshot_cards_with_rss() {
     let text = rows.join("\n");
     assert!(text.contains("RSS       212 MiB"), "{text}");
     assert!(text.contains("#0 AMD EPYC 137 MiB of the RSS"), "{text}");
-    assert!(text.contains("of 22.0 GiB (MemAvailable + RSS) · 0.9%"), "{text}");
-    assert!(!text.contains("23.5 GiB"), "not the device's nominal memory: {text}");
+    assert!(
+        text.contains("of 22.0 GiB (MemAvailable + RSS) · 0.9%"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("23.5 GiB"),
+        "not the device's nominal memory: {text}"
+    );
     // every bar shows something: the RSS against the budget, each category's share of the RSS
     for name in ["RSS", "weights", "kv", "scratch", "runtime"] {
         let row = rows
@@ -1269,7 +1298,10 @@ fn snapshot_long_error_expanded() {
     // the bottom bar wraps the error over three rows and points at the whole text
     let screen = rows_of(&draw(&app, 100, 30));
     let bar = screen[27..].join("");
-    assert!(bar.contains("engine: load /home/user/models/"), "{screen:#?}");
+    assert!(
+        bar.contains("engine: load /home/user/models/"),
+        "{screen:#?}"
+    );
     assert!(bar.contains("… Ctrl+G shows all"), "{screen:#?}");
     assert!(app.handle_key(ctrl('g')).is_empty());
     assert_eq!(app.overlay, Overlay::Log { scroll: 0 });
@@ -1290,17 +1322,17 @@ fn snapshot_long_error_expanded() {
     assert_eq!(app.overlay, Overlay::None);
 }
 
-fn saved_conversation(
-    history: &crate::history::HistoryStore,
-    unix: u64,
-    lines: &[&str],
-) -> String {
+fn saved_conversation(history: &crate::history::HistoryStore, unix: u64, lines: &[&str]) -> String {
     let id = history.new_id(unix);
     let messages = lines
         .iter()
         .enumerate()
         .map(|(i, l)| crate::history::SavedMessage {
-            role: if i % 2 == 0 { Role::User } else { Role::Assistant },
+            role: if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            },
             content: l.to_string(),
             interrupted: false,
         })
@@ -1323,11 +1355,20 @@ fn saved_conversation(
 fn snapshot_conversations_overlay() {
     let dir = tempfile::tempdir().unwrap();
     let history = crate::history::HistoryStore::new(dir.path().join("conv"));
-    let a = saved_conversation(&history, 1_764_000_000, &["What is a monad?\nBriefly.", "A monoid."]);
+    let a = saved_conversation(
+        &history,
+        1_764_000_000,
+        &["What is a monad?\nBriefly.", "A monoid."],
+    );
     let b = saved_conversation(
         &history,
         1_764_100_000,
-        &["Write a haiku about SYCL kernels", "Queues hum...", "Another", "..."],
+        &[
+            "Write a haiku about SYCL kernels",
+            "Queues hum...",
+            "Another",
+            "...",
+        ],
     );
     let mut app = mid_conversation();
     app.apply_event(turn(2, 60.0, Stop::Eos));
@@ -1339,12 +1380,25 @@ fn snapshot_conversations_overlay() {
     assert!(app.input.is_empty(), "not typed");
     super::save(&mut app, &history);
     app.show_conversations(super::conversations::list(&history).unwrap());
-    assert_eq!(app.overlay, Overlay::Conversations { cursor: 0 }, "the current one");
+    assert_eq!(
+        app.overlay,
+        Overlay::Conversations { cursor: 0 },
+        "the current one"
+    );
     let t = draw(&app, 120, 30);
     let text = rows_of(&t).join("\n");
-    assert!(text.contains(&b) && text.contains("Write a haiku about SYCL kernels"), "{text}");
-    assert!(text.contains(&a) && text.contains("What is a monad?"), "{text}");
-    assert!(text.contains("4 msgs") && text.contains("(current)"), "{text}");
+    assert!(
+        text.contains(&b) && text.contains("Write a haiku about SYCL kernels"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&a) && text.contains("What is a monad?"),
+        "{text}"
+    );
+    assert!(
+        text.contains("4 msgs") && text.contains("(current)"),
+        "{text}"
+    );
     insta::assert_snapshot!(t.backend());
     // Enter on the oldest opens it (the runtime saves first; here the action says which)
     app.handle_key(key(KeyCode::Down));
@@ -1417,7 +1471,10 @@ fn snapshot_settings_overlay() {
     assert_eq!(g.sampling.top_p, 0.9);
     assert_eq!(g.sampling.seed, Some(7));
     assert_eq!(g.messages[0].role, Role::System);
-    assert_eq!(g.messages[0].content, "You are a pirate.\nAnswer in one line.");
+    assert_eq!(
+        g.messages[0].content,
+        "You are a pirate.\nAnswer in one line."
+    );
     // saved with the conversation, and back on load
     let saved = app.conversation();
     let s = saved.settings.clone().expect("saved");
@@ -1429,7 +1486,10 @@ fn snapshot_settings_overlay() {
     // a new conversation follows the preset again
     app.new_conversation("20251130-000000".into(), 0);
     assert!(app.chat_settings.is_none());
-    assert_eq!(app.preset.sampling, PresetStore::load(None).default_preset().sampling);
+    assert_eq!(
+        app.preset.sampling,
+        PresetStore::load(None).default_preset().sampling
+    );
 }
 
 #[test]
@@ -1448,7 +1508,10 @@ fn settings_survive_a_preset_switch_and_ctrl_r_restores_the_presets() {
         .expect("a second shipped preset");
     app.switch_preset(other.clone());
     assert_eq!(app.preset.name, other.name);
-    assert_eq!(app.preset.sampling.temperature, 0.0, "the conversation's own");
+    assert_eq!(
+        app.preset.sampling.temperature, 0.0,
+        "the conversation's own"
+    );
     // Ctrl+R in the form: the (new) preset's values; Enter: follow the preset again
     app.handle_key(ctrl('s'));
     app.handle_key(ctrl('r'));
