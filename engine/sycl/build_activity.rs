@@ -10,6 +10,28 @@ use std::time::{Duration, Instant};
 
 /// Modules `Context::module` has built in this process (from the runtime's disk cache or not).
 static BUILT: AtomicU64 = AtomicU64::new(0);
+/// Each finished module: label, wall time, whether it came from the kernel binary cache (the
+/// first `LOG_CAP`; a process builds tens).
+static LOG: Mutex<Vec<ModuleLoad>> = Mutex::new(Vec::new());
+const LOG_CAP: usize = 4096;
+
+/// One module `Context::module` finished (benches/restart.rs prints them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModuleLoad {
+    /// kernel label: source + -D options, as `bench --profile` prints them
+    pub label: String,
+    /// the source's name (`kernels::by_name`) and the options, to build it again
+    pub source: String,
+    pub options: Vec<String>,
+    pub elapsed: Duration,
+    /// loaded from the kernel binary cache (no compiler ran)
+    pub from_binary: bool,
+}
+
+/// The modules this process has finished, in order.
+pub fn loads() -> Vec<ModuleLoad> {
+    LOG.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
 /// A label for each build in progress, with its start (several threads may build at once).
 static CURRENT: Mutex<Vec<(u64, String, Instant)>> = Mutex::new(Vec::new());
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
@@ -54,25 +76,46 @@ pub fn activity() -> BuildActivity {
 }
 
 /// Marks one build as in progress until dropped; `done` counts it as built.
-pub(crate) struct Building(u64);
+pub(crate) struct Building {
+    id: u64,
+    label: String,
+    source: String,
+    options: Vec<String>,
+}
 
 impl Building {
-    pub(crate) fn start(label: String) -> Building {
+    pub(crate) fn start(source: &str, options: &[String]) -> Building {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let label = super::trace::kernel_label(source, options);
         let mut cur = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
-        cur.push((id, label, Instant::now()));
-        Building(id)
+        cur.push((id, label.clone(), Instant::now()));
+        Building {
+            id,
+            label,
+            source: source.to_string(),
+            options: options.to_vec(),
+        }
     }
 
-    pub(crate) fn done(self) {
+    pub(crate) fn done(mut self, elapsed: Duration, from_binary: bool) {
         BUILT.fetch_add(1, Ordering::Relaxed);
+        let mut log = LOG.lock().unwrap_or_else(|p| p.into_inner());
+        if log.len() < LOG_CAP {
+            log.push(ModuleLoad {
+                label: std::mem::take(&mut self.label),
+                source: std::mem::take(&mut self.source),
+                options: std::mem::take(&mut self.options),
+                elapsed,
+                from_binary,
+            });
+        }
     }
 }
 
 impl Drop for Building {
     fn drop(&mut self) {
         let mut cur = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
-        cur.retain(|(id, _, _)| *id != self.0);
+        cur.retain(|(id, _, _)| *id != self.id);
     }
 }
 

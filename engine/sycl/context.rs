@@ -1,5 +1,6 @@
 //! Contexts (over one or more devices), in-order queues, events.
 
+use super::binary_cache::BinaryCache;
 use super::device::Device;
 use super::error::{check, Result, SyclError};
 use super::ffi;
@@ -7,10 +8,14 @@ use super::module::Module;
 use std::collections::HashMap;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// One module's place in the map: filled by the first thread that builds it; a thread asking for
+/// the same module meanwhile waits on the slot, one asking for another builds in parallel.
+pub(crate) type ModuleSlot = Arc<Mutex<Option<Arc<Module>>>>;
 
 /// (source name, build options) -> built module.
-type ModuleMap = HashMap<(String, Vec<String>), Arc<Module>>;
+type ModuleMap = HashMap<(String, Vec<String>), ModuleSlot>;
 
 pub(crate) struct ContextInner {
     pub(crate) raw: *mut ffi::StrataContext,
@@ -19,6 +24,11 @@ pub(crate) struct ContextInner {
     /// Built modules of this context: (source name, options) -> module. Bundles belong to a
     /// context, so this is the natural scope; the runtime has no in-process cache of its own.
     pub(crate) modules: Mutex<ModuleMap>,
+    /// The devices as the kernel binary cache keys them (binary_cache.rs), computed once.
+    pub(crate) identity: OnceLock<String>,
+    /// The binary cache `module` goes through: None = the process's (`BinaryCache::process`),
+    /// Some(None) = none (source builds only), Some(Some(c)) = c (`set_binary_cache`).
+    pub(crate) binary_cache: Mutex<Option<Option<BinaryCache>>>,
 }
 
 // SAFETY: sycl::context is thread-safe; the module map is behind a Mutex.
@@ -59,6 +69,8 @@ impl Context {
             id: NEXT_CONTEXT_ID.fetch_add(1, Ordering::Relaxed),
             devices: devices.to_vec(),
             modules: Mutex::new(HashMap::new()),
+            identity: OnceLock::new(),
+            binary_cache: Mutex::new(None),
         })))
     }
 
@@ -69,6 +81,37 @@ impl Context {
     /// A process-unique id (for caches keyed by context).
     pub fn id(&self) -> u64 {
         self.0.id
+    }
+
+    /// Builds this context's later modules through `cache` (None: from source only) instead of
+    /// the process's kernel binary cache (`BinaryCache::process`). Modules built already stay.
+    pub fn set_binary_cache(&self, cache: Option<BinaryCache>) {
+        *self
+            .0
+            .binary_cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(cache);
+    }
+
+    /// The binary cache `module` goes through, if any.
+    pub fn binary_cache(&self) -> Option<BinaryCache> {
+        let chosen = self
+            .0
+            .binary_cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match &*chosen {
+            Some(c) => c.clone(),
+            None => BinaryCache::process().cloned(),
+        }
+    }
+
+    /// The modules `module` has built in this context so far (in no particular order).
+    pub fn modules(&self) -> Vec<Arc<Module>> {
+        let map = self.0.modules.lock().unwrap_or_else(|p| p.into_inner());
+        map.values()
+            .filter_map(|slot| slot.try_lock().ok().and_then(|m| m.clone()))
+            .collect()
     }
 
     pub(crate) fn raw(&self) -> *mut ffi::StrataContext {

@@ -174,6 +174,21 @@ extern "C" {
     ) -> strata_status;
     pub fn strata_module_free(m: *mut StrataModule);
     pub fn strata_string_free(s: *mut c_char);
+    pub fn strata_module_export(
+        m: *const StrataModule,
+        blob: *mut *mut u8,
+        len: *mut usize,
+    ) -> strata_status;
+    pub fn strata_module_load(
+        ctx: *const StrataContext,
+        devs: *const *const StrataDevice,
+        n_devs: usize,
+        blob: *const u8,
+        len: usize,
+        out: *mut *mut StrataModule,
+    ) -> strata_status;
+    pub fn strata_bytes_free(p: *mut u8);
+    pub fn strata_runtime_version() -> *const c_char;
     pub fn strata_kernel_get(
         m: *const StrataModule,
         name: *const c_char,

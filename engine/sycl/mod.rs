@@ -19,6 +19,7 @@
 
 pub mod affinity;
 pub mod arena;
+pub mod binary_cache;
 pub mod buffer;
 pub mod build_activity;
 pub mod card;
@@ -34,6 +35,7 @@ pub mod runtime;
 pub mod trace;
 
 pub use arena::{Arena, Store};
+pub use binary_cache::BinaryCache;
 pub use buffer::{copy_across, copy_across_n, DeviceBuffer, DevicePod, HostBuffer, UsmKind};
 pub use card::Card;
 pub use context::{Context, Event, Profile, Queue};
@@ -44,5 +46,5 @@ pub use device::{
 pub use error::{Result, Status, SyclError};
 pub use graph::Graph;
 pub use kernels::KernelSource;
-pub use module::{Arg, BuildReport, Kernel, KernelInfo, Module, NdRange};
+pub use module::{Arg, BuildReport, CacheOutcome, Kernel, KernelInfo, Module, NdRange};
 pub use trace::KernelTime;

@@ -1,8 +1,9 @@
 //! Kernel modules compiled at run time from SYCL source, kernels, arguments and launches.
 
+use super::binary_cache::{BinaryCache, Lookup};
 use super::buffer::{pod_bytes, DeviceBuffer, DevicePod};
 use super::build_activity::Building;
-use super::context::{with_event, Context, Event, Queue};
+use super::context::{with_event, Context, Event, ModuleSlot, Queue};
 use super::error::{check, last_error, status_of, Result, SyclError};
 use super::ffi;
 use super::kernels::KernelSource;
@@ -10,7 +11,7 @@ use super::trace::kernel_label;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::marker::PhantomData;
 use std::ptr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A built kernel bundle (one source file + one option set) for all devices of its context.
@@ -20,6 +21,7 @@ pub struct Module {
     options: Vec<String>,
     log: String,
     build_time: Duration,
+    from_binary: bool,
     // Bundles reference their context; keep it alive as long as the module.
     _ctx: Context,
 }
@@ -70,7 +72,36 @@ fn cstring(op: &'static str, s: &str) -> Result<CString> {
     CString::new(s).map_err(|_| SyclError::invalid(op, format!("NUL byte inside {s:?}")))
 }
 
+/// How `Context::build_cached` got its module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// Loaded from the binary cache: no compiler ran.
+    Hit,
+    /// Built from source and stored in the cache.
+    Stored,
+    /// Built from source, nothing stored: why (e.g. a backend without binary export).
+    NotStored(String),
+    /// The entry could not be used (why): built from source and stored again.
+    Rebuilt(String),
+}
+
 impl Context {
+    fn device_ptrs(&self) -> Vec<*const ffi::StrataDevice> {
+        self.devices().iter().map(|d| d.raw() as *const _).collect()
+    }
+
+    fn wrap(&self, raw: *mut ffi::StrataModule, name: &str, options: &[&str]) -> Module {
+        Module {
+            raw,
+            name: name.to_string(),
+            options: options.iter().map(|s| s.to_string()).collect(),
+            log: String::new(),
+            build_time: Duration::ZERO,
+            from_binary: false,
+            _ctx: self.clone(),
+        }
+    }
+
     /// Compiles `source` for all devices of this context (no caching: see `module`).
     /// `name` labels errors. A compile error is `SyclError::Build` with the diagnostics.
     pub fn build(&self, name: &str, source: &str, options: &[&str]) -> Result<Module> {
@@ -80,8 +111,7 @@ impl Context {
             .map(|o| cstring("kernel build", o))
             .collect::<Result<_>>()?;
         let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
-        let devs: Vec<*const ffi::StrataDevice> =
-            self.devices().iter().map(|d| d.raw() as *const _).collect();
+        let devs = self.device_ptrs();
         let mut raw = ptr::null_mut();
         let mut log: *mut c_char = ptr::null_mut();
         let t0 = Instant::now();
@@ -124,52 +154,167 @@ impl Context {
             unsafe { ffi::strata_string_free(log) };
             s
         };
-        Ok(Module {
-            raw,
-            name: name.to_string(),
-            options: options.iter().map(|s| s.to_string()).collect(),
-            log: log_text,
-            build_time,
-            _ctx: self.clone(),
-        })
+        let mut m = self.wrap(raw, name, options);
+        m.log = log_text;
+        m.build_time = build_time;
+        Ok(m)
     }
 
-    /// The module for (`source`, `options`), built at most once per context and process. The
-    /// runtime's persistent disk cache (see `runtime`) makes the build itself fast on later runs.
+    /// Recreates a module from `Module::export`'s bytes (no compiler runs). Bytes that do not
+    /// parse or that the backend refuses are an error naming why.
+    pub fn load_binary(&self, name: &str, options: &[&str], bytes: &[u8]) -> Result<Module> {
+        let devs = self.device_ptrs();
+        let mut raw = ptr::null_mut();
+        let t0 = Instant::now();
+        // SAFETY: live handles; `bytes` outlives the call; valid out-pointer.
+        check("kernel binary load", unsafe {
+            ffi::strata_module_load(
+                self.raw(),
+                devs.as_ptr(),
+                devs.len(),
+                bytes.as_ptr(),
+                bytes.len(),
+                &mut raw,
+            )
+        })?;
+        let mut m = self.wrap(raw, name, options);
+        m.build_time = t0.elapsed();
+        m.from_binary = true;
+        Ok(m)
+    }
+
+    /// The module for (`source`, `options`) through `cache`: loaded from its binary when the
+    /// cache holds a whole one for this source, options, devices and runtime; else built from
+    /// source and stored. Not kept in the context's map (see `module`).
+    pub fn build_cached(
+        &self,
+        cache: &BinaryCache,
+        source: &KernelSource,
+        options: &[&str],
+    ) -> Result<(Module, CacheOutcome)> {
+        let t0 = Instant::now();
+        let key = BinaryCache::key(self, source, options);
+        let damaged = match cache.read(&key) {
+            Lookup::Hit(bytes) => match self.load_binary(source.name, options, &bytes) {
+                Ok(mut m) => {
+                    m.build_time = t0.elapsed();
+                    return Ok((m, CacheOutcome::Hit));
+                }
+                Err(e) => Some(e.to_string()),
+            },
+            Lookup::Miss => None,
+            Lookup::Corrupt(why) => Some(why),
+        };
+        if let Some(why) = &damaged {
+            eprintln!(
+                "strata: kernel cache entry {} is unusable ({why}); rebuilding {} from source",
+                cache.path(&key).display(),
+                kernel_label(
+                    source.name,
+                    &options.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+                ),
+            );
+        }
+        let m = self.build(source.name, source.text, options)?;
+        let stored = m.export().and_then(|bytes| {
+            cache.write(&key, &bytes).map_err(|e| {
+                SyclError::invalid(
+                    "kernel cache store",
+                    format!("{}: {e}", cache.path(&key).display()),
+                )
+            })
+        });
+        let outcome = match (stored, damaged) {
+            (Ok(()), Some(why)) => CacheOutcome::Rebuilt(why),
+            (Ok(()), None) => CacheOutcome::Stored,
+            (Err(e), _) => CacheOutcome::NotStored(e.to_string()),
+        };
+        let mut m = m;
+        m.build_time = t0.elapsed();
+        Ok((m, outcome))
+    }
+
+    /// The module for (`source`, `options`), built at most once per context and process, through
+    /// the context's binary cache (`binary_cache`: the process's unless set; the runtime's disk
+    /// cache, see `runtime`, makes a source build itself faster on later runs). Threads asking
+    /// for different modules build them in parallel.
     pub fn module(&self, source: &KernelSource, options: &[&str]) -> Result<Arc<Module>> {
         let key = (
             source.name.to_string(),
             options.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
         );
-        // A poisoned lock only means another thread panicked mid-build; the map is still valid.
-        let mut map = self.0.modules.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(m) = map.get(&key) {
+        let slot: ModuleSlot = {
+            // A poisoned lock only means another thread panicked mid-lookup; the map is valid.
+            let mut map = self.0.modules.lock().unwrap_or_else(|p| p.into_inner());
+            map.entry(key.clone()).or_default().clone()
+        };
+        // (the same for a slot: a panicked build left it empty, and this thread builds again)
+        let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = slot.as_ref() {
             return Ok(m.clone());
         }
         // (dropped on an error: the failed build is no longer "in progress" nor counted)
-        let building = Building::start(kernel_label(source.name, &key.1));
+        let building = Building::start(source.name, &key.1);
         let before = disk_cache_files();
-        let m = Arc::new(self.build(source.name, source.text, options)?);
-        if before.is_some() && disk_cache_files() > before {
-            // The runtime compiled and stored something: a cold build. Its device binary is keyed
-            // by the fresh compile's IR, which differs from the IR later processes read back from
-            // the cache (docs/sycl.md, "a warm start needs the cache written twice"), so build
-            // again from the cached IR to store the binary the next start will hit. The first
-            // module is kept either way; a failed rebuild only costs the next start a compile.
+        let (m, outcome) = match self.binary_cache() {
+            Some(cache) => {
+                let (m, outcome) = self.build_cached(&cache, source, options)?;
+                (m, Some(outcome))
+            }
+            None => (self.build(source.name, source.text, options)?, None),
+        };
+        if let Some(CacheOutcome::NotStored(why)) = &outcome {
+            tracing::debug!(module = source.name, "kernel binary not cached: {why}");
+        }
+        let stored = matches!(
+            outcome,
+            Some(CacheOutcome::Stored | CacheOutcome::Rebuilt(_))
+        );
+        if !stored && before.is_some() && disk_cache_files() > before {
+            // No binary of ours, and the runtime compiled and stored something: a cold build.
+            // Its device binary is keyed by the fresh compile's IR, which differs from the IR
+            // later processes read back from the cache (docs/sycl.md, "a warm start needs the
+            // cache written twice"), so build again from the cached IR to store the binary the
+            // next start will hit. The first module is kept either way; a failed rebuild only
+            // costs the next start a compile. (With a stored binary the next start needs none.)
             let _ = self.build(source.name, source.text, options);
         }
-        building.done();
-        map.insert(key, m.clone());
+        building.done(m.build_time(), m.from_binary());
+        let m = Arc::new(m);
+        *slot = Some(m.clone());
         Ok(m)
     }
 
-    /// Builds (or finds) every requested module and reports the wall time.
+    /// Builds (or finds) every requested module, on up to as many threads as the machine has
+    /// CPUs, and reports the wall time. The first error (in `wanted`'s order) is returned.
     pub fn build_all(&self, wanted: &[(&KernelSource, &[&str])]) -> Result<BuildReport> {
         let t0 = Instant::now();
-        let mut modules = Vec::with_capacity(wanted.len());
-        for (src, opts) in wanted {
-            modules.push(self.module(src, opts)?);
-        }
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(wanted.len());
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let results: Vec<Mutex<Option<Result<Arc<Module>>>>> =
+            wanted.iter().map(|_| Mutex::new(None)).collect();
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((src, opts)) = wanted.get(i) else {
+                        break;
+                    };
+                    let r = self.module(src, opts);
+                    *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                });
+            }
+        });
+        let modules = results
+            .into_iter()
+            .map(|r| {
+                r.into_inner()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .unwrap_or_else(|| Err(SyclError::invalid("build_all", "a worker panicked")))
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(BuildReport {
             modules,
             elapsed: t0.elapsed(),
@@ -219,9 +364,35 @@ impl Module {
     pub fn log(&self) -> &str {
         &self.log
     }
-    /// Wall time of the build (a disk-cache hit is ~10x faster than a compile).
+    /// Wall time of the build (a disk-cache hit is ~10x faster than a compile; a binary-cache
+    /// hit ~100x).
     pub fn build_time(&self) -> Duration {
         self.build_time
+    }
+    /// Whether the module was loaded from the kernel binary cache (no compiler ran).
+    pub fn from_binary(&self) -> bool {
+        self.from_binary
+    }
+    /// The module's device binaries and kernel names, for `Context::load_binary` in a later
+    /// process (the binary cache's payload). `SyclError::Shim` with `Status::Unsupported` on a
+    /// backend the shim cannot export from (only OpenCL is supported so far).
+    pub fn export(&self) -> Result<Vec<u8>> {
+        let mut blob: *mut u8 = ptr::null_mut();
+        let mut len = 0usize;
+        // SAFETY: live module, valid out-pointers.
+        check("kernel binary export", unsafe {
+            ffi::strata_module_export(self.raw, &mut blob, &mut len)
+        })?;
+        if blob.is_null() {
+            return Err(SyclError::invalid(
+                "kernel binary export",
+                "no bytes returned",
+            ));
+        }
+        // SAFETY: on success the shim returns a malloc'd buffer of `len` bytes we free once.
+        let bytes = unsafe { std::slice::from_raw_parts(blob, len) }.to_vec();
+        unsafe { ffi::strata_bytes_free(blob) };
+        Ok(bytes)
     }
 }
 

@@ -130,6 +130,26 @@ strata_status strata_module_build(const StrataContext *ctx, const StrataDevice *
                                   size_t n_options, StrataModule **out, char **log);
 void strata_module_free(StrataModule *m);
 void strata_string_free(char *s);
+
+/* ---- device binaries of built modules (Strata's kernel binary cache, docs/sycl.md) ---- */
+/* Serialises what strata_module_load needs to recreate `m` without the SYCL compiler: the
+ * backend's device binary for each of the module's devices, and its kernels' names in them.
+ * *blob is malloc'd (release with strata_bytes_free). STRATA_ERR_UNSUPPORTED where the shim
+ * cannot take binaries out of this backend and load them back (only OpenCL so far, which is
+ * what the CPU device runs on): the caller then keeps building from source. */
+strata_status strata_module_export(const StrataModule *m, uint8_t **blob, size_t *len);
+/* Recreates a module from strata_module_export's bytes, for devs (all in ctx; the exported
+ * module's devices, in its order). STRATA_ERR_INVALID for bytes that do not parse, that name
+ * another device count, or that the backend refuses; STRATA_ERR_UNSUPPORTED as above. */
+strata_status strata_module_load(const StrataContext *ctx, const StrataDevice *const *devs,
+                                 size_t n_devs, const uint8_t *blob, size_t len,
+                                 StrataModule **out);
+void strata_bytes_free(uint8_t *p);
+/* The SYCL headers' version the shim was compiled against and the layout of its exported
+ * bytes, e.g. "libsycl 9.0.0 compiler 20260724 export 2" (part of the binary cache's key).
+ * Static storage; never NULL. */
+const char *strata_runtime_version(void);
+/* Works the same on a module built from source and one loaded with strata_module_load. */
 strata_status strata_kernel_get(const StrataModule *m, const char *name, StrataKernel **out);
 /* Kernel facts for dev: the required sub-group size (0 = none) and the max work-group size. */
 strata_status strata_kernel_info(const StrataKernel *k, const StrataDevice *dev,
