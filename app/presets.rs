@@ -273,7 +273,7 @@ impl Preset {
             name: "built-in".into(),
             description: "built-in defaults".into(),
             model: None,
-            ctx: 2048,
+            ctx: 0,
             sampling: Sampling::default(),
             spec: 0,
             flags: BTreeMap::new(),
@@ -311,6 +311,15 @@ impl Preset {
             spec: self.spec,
             sampling: self.sampling.clone(),
         })
+    }
+
+    /// The context as the preset asks for it: a token count, or "auto" for 0 (the model's
+    /// training context within the engine's KV budget, docs/protocol.md).
+    pub fn ctx_label(&self) -> String {
+        match self.ctx {
+            0 => "auto".into(),
+            n => n.to_string(),
+        }
     }
 
     /// Every known flag, on or off as this preset says (off when unmentioned).
@@ -534,6 +543,19 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("no such preset"));
+    }
+
+    #[test]
+    fn shipped_presets_take_the_automatic_context() {
+        // ctx 0: the training context within the KV budget (SmolLM2: 8192, not 2048)
+        for (name, text) in SHIPPED {
+            let p = Preset::parse(name, "shipped", text).unwrap();
+            assert_eq!((p.name.as_str(), p.ctx), (*name, 0));
+            assert_eq!(p.ctx_label(), "auto");
+        }
+        assert_eq!(Preset::fallback().ctx, 0);
+        let p = Preset::parse("p", "p.toml", "ctx = 256\n").unwrap();
+        assert_eq!(p.ctx_label(), "256");
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub enum Request {
     Cancel { id: u64 },
     Stats {},
     Shutdown {},
+    Count(Count),
 }
 
 /// Load a model (replacing any loaded one). Answered by `progress`* then `loaded` or `error`.
@@ -101,6 +102,29 @@ pub struct Generate {
     pub parse_special: bool,
 }
 
+/// Count the prompt a `generate` with these messages would run (template applied, older messages
+/// dropped as that generation would drop them) without running anything. Answered by one
+/// `context` event with this `id`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Count {
+    /// Chosen by the app (from the same sequence as `generate` ids), echoed by the `context`.
+    pub id: u64,
+    pub messages: Vec<ChatMessage>,
+    /// The reply limit room is kept for (None = the load's `max_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// As in `generate` (the count is of the prompt that generate would encode).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parse_special: bool,
+}
+
+/// Tokens kept free for a reply when a prompt is fitted into the context: `max_tokens`, but at
+/// most a quarter of the context (a larger reply may still run on into the free room and end
+/// with `stop: "context"`). Both sides use it: the engine to trim, the app to pre-check a message.
+pub fn reply_reserve(n_ctx: u32, max_tokens: u32) -> u32 {
+    max_tokens.min(n_ctx / 4)
+}
+
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct ChatMessage {
     pub role: Role,
@@ -127,6 +151,7 @@ pub enum Event {
     Turn(Turn),
     Devices(Devices),
     Error(EngineError),
+    Context(Context),
     /// An event type this build does not know (sent by a newer engine); ignored by the app.
     #[serde(other)]
     Unknown,
@@ -189,6 +214,25 @@ pub struct Window {
     pub accepted: u32,
 }
 
+/// Where a conversation's prompt stands in the context: sent by a `generate` once its prompt is
+/// built (before the prefill, so before any `token`), and as the answer to `count`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Context {
+    pub id: u64,
+    /// Tokens of the prompt as it runs: template applied, older messages dropped.
+    pub prompt_tokens: u32,
+    /// Messages left out from the start of the conversation (after its leading system
+    /// messages, which are always kept) so that the prompt fits: whole user/assistant turns.
+    pub dropped: u32,
+    pub n_ctx: u32,
+    /// Tokens kept free for the reply (`reply_reserve`).
+    pub reserve: u32,
+    /// False when even with every older message dropped the system prompt and the newest
+    /// message leave less than `reserve` free: `prompt_tokens` is then that smallest prompt,
+    /// and a `generate` is refused (`error` + `turn{stop: "error"}`).
+    pub fits: bool,
+}
+
 /// End of a `generate`: exactly one per request, whatever happened.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Turn {
@@ -209,6 +253,15 @@ pub struct Turn {
     pub mean_accepted_len: f64,
     pub ttft_ms: f64,
     pub stop: Stop,
+    /// Tokens of the prompt as it ran (cached + prefilled; 0 when the turn never ran).
+    #[serde(default)]
+    pub prompt_tokens: u32,
+    /// Tokens of the context the conversation fills after the turn: the prompt and the reply.
+    #[serde(default)]
+    pub n_past: u32,
+    /// Messages left out of the prompt (as in `context`).
+    #[serde(default)]
+    pub dropped: u32,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,6 +272,8 @@ pub enum Stop {
     MaxTokens,
     Cancelled,
     Error,
+    /// The reply ran into the end of the context (`n_ctx`).
+    Context,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -367,6 +422,15 @@ mod tests {
             Request::Cancel { id: 7 },
             Request::Stats {},
             Request::Shutdown {},
+            Request::Count(Count {
+                id: 8,
+                messages: vec![ChatMessage {
+                    role: Role::User,
+                    content: "how long am I?".into(),
+                }],
+                max_tokens: Some(64),
+                parse_special: false,
+            }),
         ];
         for r in reqs {
             let line = r.to_line();
@@ -428,6 +492,46 @@ mod tests {
     }
 
     #[test]
+    fn context_figures_are_additive() {
+        // a turn from an engine without the context fields still decodes (zeros)
+        let t = decode_event(
+            r#"{"type":"turn","id":1,"prefill_tokens":3,"prefill_ms":1,"prefill_tps":1,
+            "decode_tokens":1,"decode_ms":1,"decode_tps":1,"windows":1,"tokens_per_window":1,
+            "proposed":0,"accepted":0,"acceptance":0,"mean_accepted_len":0,"ttft_ms":1,
+            "stop":"context"}"#,
+        )
+        .unwrap();
+        let Event::Turn(t) = t else {
+            panic!("not a turn: {t:?}")
+        };
+        assert_eq!(
+            (t.stop, t.prompt_tokens, t.n_past, t.dropped),
+            (Stop::Context, 0, 0, 0)
+        );
+        let c = Event::Context(Context {
+            id: 2,
+            prompt_tokens: 190,
+            dropped: 4,
+            n_ctx: 256,
+            reserve: 64,
+            fits: true,
+        });
+        assert_eq!(decode_event(&c.to_line()).unwrap(), c);
+        assert_eq!(
+            decode_request(r#"{"type":"count","id":3,"messages":[]}"#).unwrap(),
+            Request::Count(Count {
+                id: 3,
+                messages: vec![],
+                max_tokens: None,
+                parse_special: false,
+            })
+        );
+        assert_eq!(reply_reserve(256, 512), 64);
+        assert_eq!(reply_reserve(8192, 512), 512);
+        assert_eq!(reply_reserve(8192, 0), 0);
+    }
+
+    #[test]
     fn bad_lines_are_errors_naming_the_line() {
         let err = decode_event("{\"type\":\"token\",\"id\":\"x\"}").unwrap_err();
         assert!(err.to_string().contains("\"id\":\"x\""), "{err}");
@@ -442,6 +546,7 @@ mod tests {
             (Stop::MaxTokens, "max_tokens"),
             (Stop::Cancelled, "cancelled"),
             (Stop::Error, "error"),
+            (Stop::Context, "context"),
         ] {
             assert_eq!(serde_json::to_string(&stop).unwrap(), format!("\"{name}\""));
         }

@@ -581,6 +581,252 @@ fn devices_carry_the_engine_process_rss_on_the_cpu_device() {
     assert_eq!(e.wait_exit(10).code(), Some(0), "EOF exits 0");
 }
 
+/// A context small enough for a few turns to outgrow it.
+const SMALL_CTX: u32 = 256;
+const SYSTEM: &str = "You are a helpful assistant.";
+
+fn msg(role: Role, content: &str) -> ChatMessage {
+    ChatMessage {
+        role,
+        content: content.into(),
+    }
+}
+
+fn load_small(e: &mut Engine, max_tokens: u32) {
+    hello(e);
+    e.send(&Request::Load(Load {
+        model: model(),
+        ctx: SMALL_CTX,
+        devices: DeviceSplit::default(),
+        spec: 0,
+        sampling: greedy(max_tokens),
+    }));
+    let (l, _) = e.until("loaded", 180, |ev| match ev {
+        Event::Loaded(l) => Some(l.clone()),
+        Event::Error(err) => panic!("load failed: {}", err.message),
+        _ => None,
+    });
+    assert_eq!(l.n_ctx, SMALL_CTX);
+}
+
+fn chat(id: u64, messages: &[ChatMessage], max_tokens: u32) -> Request {
+    Request::Generate(Generate {
+        id,
+        messages: messages.to_vec(),
+        sampling: greedy(max_tokens),
+        spec: Some(0),
+        parse_special: false,
+    })
+}
+
+fn count(e: &mut Engine, id: u64, messages: &[ChatMessage], max_tokens: u32) -> Context {
+    e.send(&Request::Count(Count {
+        id,
+        messages: messages.to_vec(),
+        max_tokens: Some(max_tokens),
+        parse_special: false,
+    }));
+    e.until(&format!("context {id}"), 30, |ev| match ev {
+        Event::Context(c) if c.id == id => Some(c.clone()),
+        Event::Error(err) if err.id == Some(id) => panic!("count failed: {}", err.message),
+        _ => None,
+    })
+    .0
+}
+
+/// Several long replies outgrow a 256-token context: every turn still runs, its oldest whole
+/// turns dropped (the system prompt kept), said in `context` (before any token) and `turn`; the
+/// figures agree with a `count` of the kept messages; the cached prefix is reused after a cut.
+#[test]
+fn a_conversation_past_the_context_drops_its_oldest_turns_and_goes_on() {
+    const MAX: u32 = 48;
+    let mut e = Engine::start(&[]);
+    load_small(&mut e, MAX);
+    let reserve = reply_reserve(SMALL_CTX, MAX);
+    let topics = [
+        "the ocean",
+        "mountains",
+        "the moon",
+        "coffee",
+        "bicycles",
+        "libraries",
+        "volcanoes",
+    ];
+    let mut messages = vec![msg(Role::System, SYSTEM)];
+    let mut last_dropped = 0;
+    let mut cut_seen = false;
+    for (i, topic) in topics.iter().enumerate() {
+        let id = 100 + i as u64;
+        messages.push(msg(
+            Role::User,
+            &format!("Write a long paragraph about {topic}."),
+        ));
+        e.send(&chat(id, &messages, MAX));
+        let (t, seen) = turn_of(&mut e, id, 180);
+        let ctx: Vec<&Context> = seen
+            .iter()
+            .filter_map(|ev| match ev {
+                Event::Context(c) if c.id == id => Some(c),
+                _ => None,
+            })
+            .collect();
+        let first_token = seen
+            .iter()
+            .position(|ev| matches!(ev, Event::Token(t) if t.id == id));
+        let ctx_at = seen
+            .iter()
+            .position(|ev| matches!(ev, Event::Context(c) if c.id == id));
+        println!(
+            "turn {i}: {} messages, context {ctx:?}, prompt {} (prefilled {}), n_past {}, \
+             dropped {}, stop {:?}",
+            messages.len(),
+            t.prompt_tokens,
+            t.prefill_tokens,
+            t.n_past,
+            t.dropped,
+            t.stop
+        );
+        assert_ne!(t.stop, Stop::Error, "turn {i} failed: {t:?}");
+        assert_eq!(ctx.len(), 1, "one context event per generate");
+        let c = ctx[0];
+        assert!(ctx_at < first_token, "context comes before the first token");
+        assert!(
+            c.fits && c.n_ctx == SMALL_CTX && c.reserve == reserve,
+            "{c:?}"
+        );
+        assert_eq!((t.prompt_tokens, t.dropped), (c.prompt_tokens, c.dropped));
+        assert!(t.prompt_tokens + reserve <= SMALL_CTX, "{t:?}");
+        // the reply's tokens: the prefill's one, then one a window (spec 0)
+        let reply = t.decode_tokens + 1;
+        assert_eq!(t.n_past, (t.prompt_tokens + reply).min(SMALL_CTX), "{t:?}");
+        // whole turns, oldest first; never fewer than before
+        assert!(t.dropped % 2 == 0 && t.dropped >= last_dropped, "{t:?}");
+        let kept = &messages[1 + t.dropped as usize..];
+        assert_eq!(
+            kept[0].role,
+            Role::User,
+            "the kept part starts with a user turn"
+        );
+        // the same messages counted with nothing to drop: the same prompt
+        let mut only_kept = vec![messages[0].clone()];
+        only_kept.extend_from_slice(kept);
+        let k = count(&mut e, 900 + i as u64, &only_kept, MAX);
+        assert_eq!((k.prompt_tokens, k.dropped), (t.prompt_tokens, 0), "{k:?}");
+        if t.dropped > last_dropped {
+            cut_seen = true;
+            // the system prompt's tokens stay cached across the cut
+            assert!(
+                t.prefill_tokens < t.prompt_tokens,
+                "a cut keeps the system prompt's cache: {t:?}"
+            );
+            println!(
+                "cut: {} of {} prompt tokens prefilled ({} reused); a full re-evaluation \
+                 prefills {}",
+                t.prefill_tokens,
+                t.prompt_tokens,
+                t.prompt_tokens - t.prefill_tokens,
+                t.prompt_tokens
+            );
+        } else if i > 0 {
+            // no new cut: only the new messages are prefilled
+            assert!(
+                t.prefill_tokens * 2 < t.prompt_tokens,
+                "the turn reuses the cached prefix: {t:?}"
+            );
+        }
+        last_dropped = t.dropped;
+        messages.push(msg(Role::Assistant, &text_of(&seen, id)));
+    }
+    assert!(cut_seen, "the conversation outgrew {SMALL_CTX} tokens");
+    drop(e.stdin.take());
+    assert_eq!(e.wait_exit(10).code(), Some(0));
+}
+
+/// A message that cannot fit even alone is refused by `count` and by `generate` (context
+/// `fits: false`, an error naming the sizes, `turn{stop: "error"}`), and the engine goes on.
+#[test]
+fn a_message_larger_than_the_context_is_refused_and_the_engine_goes_on() {
+    const MAX: u32 = 32;
+    let mut e = Engine::start(&[]);
+    load_small(&mut e, MAX);
+    let paste = "The quick brown fox jumps over the lazy dog. ".repeat(40);
+    let long = [msg(Role::System, SYSTEM), msg(Role::User, &paste)];
+    let c = count(&mut e, 1, &long, MAX);
+    println!("count of a {}-byte paste: {c:?}", paste.len());
+    assert!(!c.fits && c.prompt_tokens > SMALL_CTX - c.reserve, "{c:?}");
+    let short = [msg(Role::System, SYSTEM), msg(Role::User, "Say hi.")];
+    let c2 = count(&mut e, 2, &short, MAX);
+    assert!(
+        c2.fits && c2.dropped == 0 && c2.prompt_tokens < 40,
+        "{c2:?}"
+    );
+
+    e.send(&chat(3, &long, MAX));
+    let (err, seen) = e.until("the refusal", 30, |ev| match ev {
+        Event::Error(err) if err.id == Some(3) => Some(err.clone()),
+        _ => None,
+    });
+    println!("refusal: {}", err.message);
+    assert!(
+        seen.iter()
+            .any(|ev| matches!(ev, Event::Context(c) if c.id == 3 && !c.fits)),
+        "context fits: false before the error"
+    );
+    assert!(
+        !err.fatal && err.message.contains(&SMALL_CTX.to_string()),
+        "{err:?}"
+    );
+    let (t, seen) = turn_of(&mut e, 3, 10);
+    assert_eq!(t.stop, Stop::Error);
+    assert!(text_of(&seen, 3).is_empty());
+
+    e.send(&chat(4, &short, MAX));
+    let (t, seen) = turn_of(&mut e, 4, 120);
+    assert!(
+        t.stop != Stop::Error && !text_of(&seen, 4).is_empty(),
+        "{t:?}"
+    );
+    assert_eq!(
+        t.prompt_tokens, c2.prompt_tokens,
+        "count = the generate's prompt"
+    );
+    drop(e.stdin.take());
+    assert_eq!(e.wait_exit(10).code(), Some(0));
+}
+
+/// A reply longer than the room left ends at the context's end with `stop: "context"`, and
+/// `ctx: 0` loads the training context (SmolLM2's 8192: 180 MiB of KV, inside the budget).
+#[test]
+fn a_reply_that_runs_into_the_context_end_stops_with_context() {
+    let mut e = Engine::start(&[]);
+    load_small(&mut e, 1000);
+    let m = [
+        msg(Role::System, SYSTEM),
+        msg(Role::User, "Count from 1 to 500, one number per line."),
+    ];
+    e.send(&chat(1, &m, 1000));
+    let (t, _) = turn_of(&mut e, 1, 300);
+    println!("long reply: {t:?}");
+    assert_eq!(t.stop, Stop::Context, "{t:?}");
+    assert_eq!(t.n_past, SMALL_CTX);
+
+    e.send(&Request::Load(Load {
+        model: model(),
+        ctx: 0,
+        devices: DeviceSplit::default(),
+        spec: 0,
+        sampling: greedy(8),
+    }));
+    let (l, _) = e.until("loaded (ctx 0)", 180, |ev| match ev {
+        Event::Loaded(l) => Some(l.clone()),
+        Event::Error(err) => panic!("load failed: {}", err.message),
+        _ => None,
+    });
+    assert_eq!(l.n_ctx, 8192, "{l:?}");
+    drop(e.stdin.take());
+    assert_eq!(e.wait_exit(10).code(), Some(0));
+}
+
 /// A `load` of the SmolLM2 model with greedy defaults, waited for.
 fn load_smollm2(e: &mut Engine) {
     e.send(&Request::Load(Load {

@@ -8,9 +8,7 @@ use std::collections::BTreeMap;
 use ratatui::crossterm::event::{
     KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind,
 };
-use strata::protocol::{
-    ChatMessage, Devices, Event, Generate, Hello, Load, Loaded, Request, Role, Stop, Turn,
-};
+use strata::protocol::{Devices, Event, Generate, Hello, Load, Loaded, Request, Role, Stop, Turn};
 
 use super::input::Input;
 use super::panes::chat::ChatCache;
@@ -22,7 +20,10 @@ use super::settings::SettingsForm;
 use crate::history::{ChatSettings, Conversation, SavedMessage, FORMAT_VERSION};
 use crate::presets::{Preset, PresetError};
 
+mod context;
 mod overlays;
+pub use context::{ContextView, Cut, Marker};
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum MsgStatus {
     Streaming,
@@ -43,6 +44,8 @@ pub struct ChatEntry {
     pub status: MsgStatus,
     /// Bumped on every change, so the cache knows to re-render.
     pub rev: u64,
+    /// A reply that stopped at max_tokens or at the end of the context says so under it.
+    pub cut: Option<Cut>,
     /// The engine's figures for a finished reply (its `turn`): the dimmed line under it.
     pub turn: Option<Turn>,
 }
@@ -161,6 +164,8 @@ pub struct App {
     pub engine: EngineState,
     pub hello: Option<Hello>,
     pub loaded: Option<Loaded>,
+    /// The conversation in the model's context: the gauge, the marker of dropped messages.
+    pub context: ContextView,
     pub devices: Option<Devices>,
     pub metrics: Metrics,
     /// Medians under the previous flag set (A/B).
@@ -170,11 +175,6 @@ pub struct App {
     /// Flags the running engine was started with (from `hello`, else what we asked for).
     pub active_flags: BTreeMap<String, bool>,
     pub last_restart_ms: Option<f64>,
-    pub overlay: Overlay,
-    pub presets: Vec<Preset>,
-    pub preset_errors: Vec<PresetError>,
-    pub preset: Preset,
-    pub notice: Option<Notice>,
     /// What the host offers the hardware-dependent flags (STRATA_VNNI), refined by the engine.
     pub host: flags::Host,
     /// Why the last Space in the toggles pane did not turn a flag on (shown in the pane).
@@ -185,6 +185,11 @@ pub struct App {
     /// Why the last save of this conversation failed (None once one succeeds): the quit path
     /// then keeps a recovery copy and exits non-zero.
     pub unsaved: Option<String>,
+    pub overlay: Overlay,
+    pub presets: Vec<Preset>,
+    pub preset_errors: Vec<PresetError>,
+    pub preset: Preset,
+    pub notice: Option<Notice>,
     /// Startup problems (bad preset, unreadable history) shown above the input until the first
     /// message is sent, so a later notice cannot hide them.
     pub banner: Vec<String>,
@@ -225,22 +230,23 @@ impl App {
             engine: EngineState::Starting,
             hello: None,
             loaded: None,
+            context: ContextView::default(),
             devices: None,
             metrics: Metrics::default(),
             previous: None,
             pending_flags: flags.clone(),
             active_flags: flags,
             last_restart_ms: None,
+            host: flags::Host::detect(),
+            toggles_note: None,
+            ctrl_c_armed: false,
+            unsaved: None,
             overlay: Overlay::None,
             presets,
             preset_errors: Vec::new(),
             preset,
             notice: None,
             banner: Vec::new(),
-            host: flags::Host::detect(),
-            toggles_note: None,
-            ctrl_c_armed: false,
-            unsaved: None,
             conversation_id,
             created,
             next_gen: 1,
@@ -273,6 +279,7 @@ impl App {
             content,
             status,
             rev: 0,
+            cut: None,
             turn: None,
         });
     }
@@ -305,6 +312,7 @@ impl App {
             };
             self.push_message(m.role, m.content, st);
         }
+        self.context_reset();
         self.scroll.follow_bottom();
     }
 
@@ -351,6 +359,7 @@ impl App {
                     self.finish_streaming(MsgStatus::Interrupted);
                 }
                 self.notify(Level::Error, strings::engine_died(&reason));
+                self.context_engine_gone();
                 self.engine = EngineState::Down(reason);
                 if lost {
                     vec![Action::Save]
@@ -422,28 +431,37 @@ impl App {
             Event::Loaded(l) => {
                 self.loaded = Some(l);
                 self.engine = EngineState::Ready;
+                if self.preset.base_model {
+                    self.notify(Level::Info, strings::base_model(&self.preset.name));
+                }
                 if std::mem::take(&mut self.send_when_ready)
                     && self.messages.last().is_some_and(|m| m.role == Role::User)
                 {
                     self.notice = None;
                     return self.start_generation();
                 }
+                return self.recount();
             }
             Event::Token(t) => {
                 if Some(t.id) == self.current_gen {
-                if self.preset.base_model {
-                    self.notify(Level::Info, strings::base_model(&self.preset.name));
-                }
                     if let Some(m) = self.streaming_mut() {
                         m.content.push_str(&t.text);
                         m.rev += 1;
                     }
                 }
             }
-            Event::Window(w) => self.metrics.on_window(&w),
+            Event::Window(w) => {
+                self.context_on_window(w.id, w.accepted);
+                self.metrics.on_window(&w)
+            }
+            Event::Context(c) => return self.on_context(c),
             Event::Turn(t) => return self.on_turn(t),
             Event::Devices(d) => self.devices = Some(d),
             Event::Error(e) => {
+                self.host.learn(&e.message);
+                if self.on_count_error(e.id, &e.message) {
+                    return Vec::new();
+                }
                 if e.id.is_some() && e.id == self.current_gen {
                     if let Some(m) = self.streaming_mut() {
                         m.status = MsgStatus::Failed(e.message.clone());
@@ -458,7 +476,6 @@ impl App {
                     self.engine = EngineState::Down(e.message.clone());
                 }
                 let text = format!("engine: {}", e.message);
-                self.host.learn(&e.message);
                 let text = if matches!(self.engine, EngineState::Down(_)) {
                     self.with_queue_lost(text)
                 } else {
@@ -473,6 +490,9 @@ impl App {
 
     fn on_turn(&mut self, t: Turn) -> Vec<Action> {
         self.metrics.on_turn(&t);
+        if let Some(acts) = self.on_refused_turn(&t) {
+            return acts;
+        }
         if Some(t.id) != self.current_gen {
             return Vec::new();
         }
@@ -482,7 +502,7 @@ impl App {
                 Some(MsgStatus::Failed(f)) => MsgStatus::Failed(f.clone()),
                 _ => MsgStatus::Failed("the engine reported an error".into()),
             },
-            Stop::Eos | Stop::StopString | Stop::MaxTokens => MsgStatus::Done,
+            Stop::Eos | Stop::StopString | Stop::MaxTokens | Stop::Context => MsgStatus::Done,
         };
         // A Failed status set by the error event is not Streaming any more: finish it directly.
         if let Some(m) = self
@@ -496,6 +516,7 @@ impl App {
                 m.rev += 1;
             }
         }
+        self.context_on_turn(&t);
         self.current_gen = None;
         if matches!(self.engine, EngineState::Generating(_)) {
             self.engine = EngineState::Ready;
@@ -505,31 +526,9 @@ impl App {
 
     // ---- user side ----
 
-    fn history_for_engine(&self) -> Vec<ChatMessage> {
-        let mut msgs = Vec::new();
-        if !self.preset.system_prompt.trim().is_empty() {
-            msgs.push(ChatMessage {
-                role: Role::System,
-                content: self.preset.system_prompt.clone(),
-            });
-        }
-        for m in &self.messages {
-            if m.status == MsgStatus::Streaming
-                || matches!(m.status, MsgStatus::Failed(_))
-                || m.content.is_empty()
-            {
-                continue;
-            }
-            msgs.push(ChatMessage {
-                role: m.role,
-                content: m.content.clone(),
-            });
-        }
-        msgs
-    }
-
     fn start_generation(&mut self) -> Vec<Action> {
-        let messages = self.history_for_engine();
+        let (messages, uids) = self.request_messages();
+        self.context_sent(uids);
         let id = self.next_gen;
         self.next_gen += 1;
         self.push_message(Role::Assistant, String::new(), MsgStatus::Streaming);
@@ -556,6 +555,10 @@ impl App {
     }
 
     fn can_generate(&mut self) -> bool {
+        if self.context.checking() {
+            self.notify(Level::Warn, strings::CHECKING_LENGTH);
+            return false;
+        }
         if self.current_gen.is_some() {
             self.notify(Level::Warn, strings::BUSY);
             return false;
@@ -593,7 +596,15 @@ impl App {
         if !self.can_generate() {
             return Vec::new();
         }
+        // a message that may be too long for the context is counted before it goes in
+        if let Some(acts) = self.check_before_send(&self.input.text()) {
+            return acts;
+        }
         let text = self.input.take();
+        self.send_message(text)
+    }
+
+    fn send_message(&mut self, text: String) -> Vec<Action> {
         self.push_message(Role::User, text, MsgStatus::Done);
         self.notice = None;
         self.banner.clear();
@@ -655,18 +666,6 @@ impl App {
         }
     }
 
-    /// Call after saving the current one. Returns the cancel of a running generation, if any.
-    pub fn new_conversation(&mut self, id: String, created: u64) -> Vec<Action> {
-        let acts = self.stop();
-        self.current_gen = None;
-        self.messages.clear();
-        self.set_chat_settings(None);
-        self.conversation_id = id;
-        self.created = created;
-        self.scroll.follow_bottom();
-        if self.engine.is_busy() {
-            self.engine = EngineState::Ready;
-        }
     fn quit_now(&mut self) -> Vec<Action> {
         self.quit = true;
         vec![Action::Save, Action::Quit]
@@ -711,6 +710,19 @@ impl App {
         vec![Action::RetryEngine]
     }
 
+    /// Call after saving the current one. Returns the cancel of a running generation, if any.
+    pub fn new_conversation(&mut self, id: String, created: u64) -> Vec<Action> {
+        let acts = self.stop();
+        self.current_gen = None;
+        self.messages.clear();
+        self.context_reset();
+        self.set_chat_settings(None);
+        self.conversation_id = id;
+        self.created = created;
+        self.scroll.follow_bottom();
+        if self.engine.is_busy() {
+            self.engine = EngineState::Ready;
+        }
         acts
     }
 
@@ -853,6 +865,7 @@ impl App {
             KeyCode::Char('y') if ctrl => return self.copy_last(),
             KeyCode::Char('t') if ctrl => {
                 self.pending_flags = self.active_flags.clone();
+                self.toggles_note = None;
                 self.overlay = Overlay::Toggles { cursor: 0 };
             }
             KeyCode::Char('p') if ctrl => {
@@ -865,11 +878,10 @@ impl App {
             }
             KeyCode::Char('n') if ctrl => return vec![Action::NewConversation],
             KeyCode::Char('e') if ctrl => return vec![Action::Export],
-            KeyCode::Char('l') if ctrl => return self.retry_engine(),
-                self.toggles_note = None;
             KeyCode::Char('o') if ctrl => return vec![Action::Save, Action::ListConversations],
             KeyCode::Char('s') if ctrl => self.open_settings(),
             KeyCode::Char('g') if ctrl => self.overlay = Overlay::Log { scroll: 0 },
+            KeyCode::Char('l') if ctrl => return self.retry_engine(),
             KeyCode::F(1) => self.overlay = Overlay::Help,
             KeyCode::Char('?') if self.input.is_empty() => self.overlay = Overlay::Help,
             KeyCode::Char(c) if !ctrl => self.input.insert(c),
@@ -892,6 +904,9 @@ impl App {
 
     fn toggles_key(&mut self, k: KeyEvent, cursor: usize) -> Vec<Action> {
         let names = self.flag_names();
+        if k.code != KeyCode::Char(' ') {
+            self.toggles_note = None;
+        }
         match k.code {
             KeyCode::Esc => self.overlay = Overlay::None,
             KeyCode::Up => {
@@ -905,9 +920,6 @@ impl App {
                 }
             }
             KeyCode::Char(' ') => {
-        if k.code != KeyCode::Char(' ') {
-            self.toggles_note = None;
-        }
                 if let Some(n) = names.get(cursor) {
                     self.toggle_flag(n);
                 }
@@ -918,19 +930,6 @@ impl App {
         Vec::new()
     }
 
-    fn presets_key(&mut self, k: KeyEvent, cursor: usize) -> Vec<Action> {
-        match k.code {
-            KeyCode::Esc => self.overlay = Overlay::None,
-            KeyCode::Up => {
-                self.overlay = Overlay::Presets {
-                    cursor: cursor.saturating_sub(1),
-                }
-            }
-            KeyCode::Down => {
-                self.overlay = Overlay::Presets {
-                    cursor: (cursor + 1).min(self.presets.len().saturating_sub(1)),
-                }
-            }
     /// Space in the toggles pane: off always works; on only where the flag applies (else the
     /// pane says why: a flag that does nothing would restart the engine and then show "on").
     fn toggle_flag(&mut self, name: &str) {
@@ -946,6 +945,19 @@ impl App {
         self.pending_flags.insert(name.to_string(), !on);
     }
 
+    fn presets_key(&mut self, k: KeyEvent, cursor: usize) -> Vec<Action> {
+        match k.code {
+            KeyCode::Esc => self.overlay = Overlay::None,
+            KeyCode::Up => {
+                self.overlay = Overlay::Presets {
+                    cursor: cursor.saturating_sub(1),
+                }
+            }
+            KeyCode::Down => {
+                self.overlay = Overlay::Presets {
+                    cursor: (cursor + 1).min(self.presets.len().saturating_sub(1)),
+                }
+            }
             KeyCode::Enter => {
                 if let Some(p) = self.presets.get(cursor).cloned() {
                     return self.switch_preset(p);

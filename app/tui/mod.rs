@@ -20,6 +20,8 @@ pub mod ui;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_context;
+#[cfg(test)]
 mod tests_security;
 
 use std::path::PathBuf;

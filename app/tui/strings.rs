@@ -174,6 +174,42 @@ pub fn reply_stats(tokens: u32, tps: Option<f64>, stop: &str) -> String {
 pub fn spike(value: &str) -> String {
     format!("  ▲{value}")
 }
+
+pub const CHECKING_LENGTH: &str = "counting the message's tokens (it is long)…";
+
+/// The status bar's context gauge: tokens the conversation fills of the context.
+pub fn ctx_gauge(used: Option<u32>, n_ctx: u32) -> String {
+    match used {
+        Some(u) => format!("ctx {u}/{n_ctx}"),
+        None => format!("ctx ?/{n_ctx}"),
+    }
+}
+
+/// The line above the first message the model still sees.
+pub fn dropped_marker(n: u32) -> String {
+    let s = if n == 1 { " is" } else { "s are" };
+    format!("── {n} earlier message{s} outside the model's context ──")
+}
+
+/// Under a reply that stopped at its limit.
+pub fn cut_max_tokens(n: u32) -> String {
+    format!("⋯ cut at the reply limit (max_tokens {n})")
+}
+
+/// Under a reply that ran into the end of the context.
+pub fn cut_context(n_ctx: u32) -> String {
+    format!("⋯ cut: the context ({n_ctx} tokens) is full")
+}
+
+/// A message refused before it goes into the conversation.
+pub fn too_long(tokens: u32, n_ctx: u32, reserve: u32) -> String {
+    format!(
+        "message too long: {tokens} tokens with the system prompt, but the context holds {} \
+         ({n_ctx} less {reserve} kept for the reply); it stays in the input to shorten",
+        n_ctx.saturating_sub(reserve)
+    )
+}
+
 pub fn too_small(w: u16, h: u16, min_w: u16, min_h: u16) -> String {
     format!("Terminal too small: {w}×{h}. Strata needs at least {min_w}×{min_h}.")
 }
@@ -193,9 +229,6 @@ pub fn gave_up(attempts: u32) -> String {
     format!("the engine failed {attempts} times in a row; press Ctrl+L to restart it")
 }
 
-pub fn restarted(ms: f64) -> String {
-    format!("engine restarted with the new flags in {ms:.0} ms")
-}
 pub fn base_model(preset: &str) -> String {
     format!(
         "preset {preset}: a base model: it continues text, it was not tuned to answer chat turns"
@@ -206,3 +239,6 @@ pub fn cannot_turn_on(flag: &str, why: &str) -> String {
     format!("{flag} cannot be turned on: {why}")
 }
 
+pub fn restarted(ms: f64) -> String {
+    format!("engine restarted with the new flags in {ms:.0} ms")
+}

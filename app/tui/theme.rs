@@ -14,6 +14,12 @@ pub const OK: Style = Style::new().fg(Color::Green);
 pub const WARN: Style = Style::new().fg(Color::Yellow);
 pub const ERROR: Style = Style::new().fg(Color::Red).add_modifier(Modifier::BOLD);
 pub const STATUS_BAR: Style = Style::new().fg(Color::Black).bg(Color::Cyan);
+/// The status bar's context gauge as the context fills (below 60%: `STATUS_BAR`).
+pub const CTX_HIGH: Style = Style::new().fg(Color::Black).bg(Color::Yellow);
+pub const CTX_FULL: Style = Style::new()
+    .fg(Color::White)
+    .bg(Color::Red)
+    .add_modifier(Modifier::BOLD);
 pub const HINT_BAR: Style = Style::new().fg(Color::Gray).bg(Color::Black);
 pub const KEY: Style = Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD);
 pub const SELECTED: Style = Style::new()

@@ -26,6 +26,7 @@ use std::time::Instant;
 enum Job {
     Load(crate::protocol::Load),
     Generate(GenJob),
+    Count(crate::protocol::Count),
 }
 
 /// State both threads see.
@@ -160,6 +161,11 @@ pub fn serve(input: impl BufRead, out: Out) -> i32 {
             Request::Stats {} => {
                 let d = hostmem::refreshed(lock(&shared.devices).clone());
                 out.emit(&Event::Devices(d));
+            }
+            Request::Count(c) => {
+                if tx.send(Job::Count(c)).is_err() {
+                    break;
+                }
             }
             Request::Shutdown {} => break,
         }
@@ -315,6 +321,7 @@ fn run_job(job: Job, session: &mut Option<Session>, out: &Out, shared: &Shared) 
                     Err(e) => error(out, None, e.to_string(), false),
                 }
             }
+            Job::Count(c) => decode::count(session.as_ref(), &c, out),
             Job::Generate(job) => {
                 let id = job.req.id;
                 let turn = match session.as_mut() {

@@ -7,7 +7,9 @@ use super::out::Out;
 use crate::generate::Generator;
 use crate::gguf::Gguf;
 use crate::model::{Engine, EngineOptions, ModelConfig};
-use crate::protocol::{Card as CardOut, Devices, Event, Load, Loaded, MemoryUse, Progress};
+use crate::protocol::{
+    Card as CardOut, ChatMessage, Devices, Event, Load, Loaded, MemoryUse, Progress,
+};
 use crate::spec::NgramDrafter;
 use crate::sycl::{build_activity, Card};
 use crate::tokenizer::{ChatTemplate, Tokenizer};
@@ -61,6 +63,32 @@ pub enum LoadError {
     },
 }
 
+/// The KV cache an automatic context (`ctx: 0`) may take: at most `AUTO_KV_CAP`, and at most
+/// 1/`AUTO_KV_SHARE` of the card's memory (the weights, the scratch and, on the CPU device, the
+/// rest of the machine need the remainder).
+pub const AUTO_KV_CAP: u64 = 1 << 30;
+pub const AUTO_KV_SHARE: u64 = 8;
+/// An automatic context is a multiple of this, and at least this (or the training context).
+const AUTO_CTX_STEP: usize = 256;
+
+/// Bytes of K and V one token takes in the cache: every layer's keys and values in f16.
+pub fn kv_bytes_per_token(cfg: &ModelConfig) -> u64 {
+    (cfg.n_layer * 2 * cfg.n_kv_head * cfg.head_dim * 2) as u64
+}
+
+pub fn kv_budget(card_mem: u64) -> u64 {
+    AUTO_KV_CAP.min(card_mem / AUTO_KV_SHARE)
+}
+
+/// `ctx: 0`: the training context `n_ctx_train`, as long as its KV cache (`kv_per_token` bytes a
+/// token) fits `kv_budget(card_mem)`; else the longest multiple of 256 tokens that does (at
+/// least 256).
+pub fn auto_ctx(n_ctx_train: usize, kv_per_token: u64, card_mem: u64) -> usize {
+    let fit = (kv_budget(card_mem) / kv_per_token.max(1)) as usize;
+    let fit = (fit / AUTO_CTX_STEP * AUTO_CTX_STEP).max(AUTO_CTX_STEP);
+    n_ctx_train.min(fit)
+}
+
 pub struct Session {
     /// The model engine inside the generation loop (with the n-gram drafter for `spec > 0`).
     pub gen: Generator,
@@ -70,6 +98,10 @@ pub struct Session {
     pub load: Load,
     pub loaded: Loaded,
     card_name: String,
+    /// The messages the last generation left out of its prompt (its system messages and the
+    /// dropped turns, decode.rs): while a conversation starts with them the cut stays where it
+    /// is, so the cached prefix stays valid.
+    cut: Vec<ChatMessage>,
     /// The cards are the host CPU: `devices` carries the process's memory (hostmem.rs).
     host: bool,
 }
@@ -177,12 +209,6 @@ impl Session {
             path: path.clone(),
             source,
         })?;
-        // Protocol: ctx 0 = the model's training context (one past it: the engine's error).
-        let n_ctx = if req.ctx == 0 {
-            cfg.n_ctx_train
-        } else {
-            req.ctx as usize
-        };
         ticker.stage("tokenizer", 1, STAGES, cancel)?;
         let tok = Tokenizer::from_gguf_path(&path).map_err(|source| LoadError::Tokenizer {
             path: path.clone(),
@@ -205,6 +231,20 @@ impl Session {
             path: path.clone(),
             source,
         })?;
+        // Protocol: ctx 0 = the training context within the KV budget; a ctx past the training
+        // context is the engine's error (CtxPastTraining).
+        let n_ctx = if req.ctx == 0 {
+            let n = auto_ctx(cfg.n_ctx_train, kv_bytes_per_token(&cfg), info.global_mem);
+            eprintln!(
+                "strata engine: ctx 0: {n} tokens (trained on {}; KV {} MiB, budget {} MiB)",
+                cfg.n_ctx_train,
+                n as u64 * kv_bytes_per_token(&cfg) >> 20,
+                kv_budget(info.global_mem) >> 20
+            );
+            n
+        } else {
+            req.ctx as usize
+        };
         ticker.stage("weights+kernels", 3, STAGES, cancel)?;
         let opts = EngineOptions {
             n_ctx,
@@ -255,9 +295,30 @@ impl Session {
             template,
             load: req.clone(),
             loaded,
+            cut: Vec::new(),
             host: info.device_type == crate::sycl::DeviceType::Cpu,
             card_name: info.name,
         })
+    }
+
+    /// Where the kept part of `messages` starts at the earliest: past the cut the last
+    /// generation made, when `messages` still begins with the messages it left out.
+    pub fn kept_from(&self, messages: &[ChatMessage]) -> Option<usize> {
+        let n = self.cut.len();
+        (n > 0 && messages.len() > n && messages[..n] == self.cut[..]).then_some(n)
+    }
+
+    /// A generation ran with `messages[..start]` left out of its prompt (system messages
+    /// included; nothing dropped when those are all).
+    pub fn remember_cut(&mut self, before_kept: &[ChatMessage]) {
+        let all_system = before_kept
+            .iter()
+            .all(|m| m.role == crate::protocol::Role::System);
+        self.cut = if all_system {
+            Vec::new()
+        } else {
+            before_kept.to_vec()
+        };
     }
 
     /// Memory in use per card by category, against the device's global memory.
@@ -337,4 +398,31 @@ pub fn idle_devices() -> Devices {
         })
         .unwrap_or_default();
     Devices { cards }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ctx_0_is_the_training_context_within_the_kv_budget() {
+        const GIB: u64 = 1 << 30;
+        // SmolLM2-135M: 30 layers x K,V x 3 kv heads x 64 dims x f16 = 23040 B a token
+        let smol = 30 * 2 * 3 * 64 * 2;
+        assert_eq!(
+            auto_ctx(8192, smol, 23 * GIB),
+            8192,
+            "180 MiB of KV: all of it"
+        );
+        // a 128k-context 8B model (32 layers, 8 kv heads of 128): 128 KiB a token, so 1 GiB
+        // holds 8192 tokens, not the 16 GiB the training context would take
+        let big = 32 * 2 * 8 * 128 * 2;
+        assert_eq!(auto_ctx(131072, big, 64 * GIB), 8192);
+        // a small card: 1/8 of its memory (512 MiB of 4 GiB), rounded down to 256
+        assert_eq!(auto_ctx(131072, big, 4 * GIB), 4096);
+        assert_eq!(auto_ctx(131072, 100_000, 4 * GIB), 5120);
+        // never below 256 tokens (or the training context, when that is smaller)
+        assert_eq!(auto_ctx(131072, big, 64 << 20), 256);
+        assert_eq!(auto_ctx(128, big, 64 << 20), 128);
+    }
 }

@@ -1,6 +1,8 @@
 //! The conversation: messages rendered (markdown for replies), wrapped to the width, cached per
 //! message so only a message that changed is laid out again; a scroll view that follows the
-//! stream only while it is at the bottom.
+//! stream only while it is at the bottom. Above the first message the model still sees, a marker
+//! says how many earlier ones the engine left out of the context; under a reply cut at its limit
+//! or at the end of the context, a line says so.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -12,12 +14,14 @@ use ratatui::Frame;
 use strata::protocol::{Role, Stop, Turn};
 
 use super::block;
-use crate::tui::app::{App, ChatEntry, MsgStatus};
+use crate::tui::app::{App, ChatEntry, Cut, Marker, MsgStatus};
 use crate::tui::{markdown, strings, theme};
 
 struct Entry {
     width: usize,
     rev: u64,
+    /// The dropped-messages marker drawn above this message (part of the cache key).
+    marker: Option<u32>,
     lines: Vec<Line<'static>>,
 }
 
@@ -36,7 +40,7 @@ impl ChatCache {
     }
 
     /// Makes sure every message has lines for `width`; returns the line count per message.
-    fn ensure(&self, messages: &[ChatEntry], width: usize) -> Vec<usize> {
+    fn ensure(&self, messages: &[ChatEntry], width: usize, marker: Option<Marker>) -> Vec<usize> {
         let mut map = self.entries.borrow_mut();
         if map.len() > messages.len() {
             map.retain(|uid, _| messages.iter().any(|m| m.uid == *uid));
@@ -44,9 +48,10 @@ impl ChatCache {
         messages
             .iter()
             .map(|m| {
+                let above = marker.filter(|k| k.uid == m.uid).map(|k| k.dropped);
                 let fresh = map
                     .get(&m.uid)
-                    .is_some_and(|e| e.width == width && e.rev == m.rev);
+                    .is_some_and(|e| e.width == width && e.rev == m.rev && e.marker == above);
                 if !fresh {
                     self.builds.set(self.builds.get() + 1);
                     map.insert(
@@ -54,7 +59,8 @@ impl ChatCache {
                         Entry {
                             width,
                             rev: m.rev,
-                            lines: layout(m, width),
+                            marker: above,
+                            lines: layout(m, width, above),
                         },
                     );
                 }
@@ -64,7 +70,7 @@ impl ChatCache {
     }
 }
 
-fn layout(m: &ChatEntry, width: usize) -> Vec<Line<'static>> {
+fn layout(m: &ChatEntry, width: usize, marker: Option<u32>) -> Vec<Line<'static>> {
     let (name, style) = match m.role {
         Role::User => (strings::YOU, theme::USER),
         Role::Assistant => (strings::ASSISTANT, theme::ASSISTANT),
@@ -83,7 +89,16 @@ fn layout(m: &ChatEntry, width: usize) -> Vec<Line<'static>> {
         MsgStatus::Failed(_) => header.push(Span::styled(" · error", theme::ERROR)),
         MsgStatus::Streaming | MsgStatus::Done => {}
     }
-    let mut lines = vec![Line::from(header)];
+    let mut lines = Vec::new();
+    if let Some(n) = marker {
+        lines.extend(markdown::plain(
+            &strings::dropped_marker(n),
+            width,
+            theme::WARN,
+        ));
+        lines.push(Line::default());
+    }
+    lines.push(Line::from(header));
     let mut body = match m.role {
         Role::Assistant => markdown::render(&m.content, width),
         _ => markdown::plain(&m.content, width, theme::TEXT),
@@ -99,6 +114,14 @@ fn layout(m: &ChatEntry, width: usize) -> Vec<Line<'static>> {
     lines.extend(body);
     if let MsgStatus::Failed(e) = &m.status {
         lines.extend(markdown::plain(e, width, theme::ERROR));
+    }
+    let cut = match m.cut {
+        Some(Cut::MaxTokens(n)) => Some(strings::cut_max_tokens(n)),
+        Some(Cut::Context(n)) => Some(strings::cut_context(n)),
+        None => None,
+    };
+    if let Some(c) = cut {
+        lines.extend(markdown::plain(&c, width, theme::WARN));
     }
     if let Some(t) = m.turn.as_ref().filter(|t| t.stop != Stop::Error) {
         lines.push(Line::from(Span::styled(reply_stats(t), theme::DIM)));
@@ -137,7 +160,9 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     }
     let width = inner.width as usize;
     let height = inner.height as usize;
-    let counts = app.chat_cache.ensure(&app.messages, width);
+    let counts = app
+        .chat_cache
+        .ensure(&app.messages, width, app.context.marker);
     let total: usize = counts.iter().sum();
     app.chat_geometry.set((total, height));
     let top = app.scroll.top(total, height);

@@ -40,7 +40,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect, cursor: usize) {
             format!(
                 "    {} · ctx {} · T {} · {} · {} · {}",
                 p.model.as_deref().unwrap_or("no model"),
-                p.ctx,
+                p.ctx_label(),
                 p.sampling.temperature,
                 spec,
                 flags_text(app, p, current),

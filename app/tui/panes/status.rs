@@ -1,6 +1,7 @@
-//! The top bar: preset, model, engine state, conversation id.
+//! The top bar: preset, model, the context gauge, engine state, conversation id.
 
 use ratatui::layout::Rect;
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
@@ -39,14 +40,26 @@ fn file_name(p: &str) -> &str {
 
 const SEP: &str = " │ engine ";
 
+/// The context gauge's colour: plain below 60% of the context, then yellow, and red from 85%
+/// (older messages are about to be dropped, or are being dropped).
+pub fn gauge_style(used: Option<u32>, n_ctx: u32) -> Style {
+    let fill = used.unwrap_or(0) as f64 / n_ctx.max(1) as f64;
+    if fill >= 0.85 {
+        theme::CTX_FULL
+    } else if fill >= 0.6 {
+        theme::CTX_HIGH
+    } else {
+        theme::STATUS_BAR
+    }
+}
+
 pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let model = match &app.loaded {
         Some(l) => format!(
-            "{} ({}, {:.0}M params, ctx {})",
+            "{} ({}, {:.0}M params)",
             file_name(&l.model),
             l.arch,
             l.n_params as f64 / 1e6,
-            l.n_ctx
         ),
         // ($VAR resolved, so a loading model shows its file, not "$STRATA_MODEL_SMOLLM2")
         None => match (&app.preset.model, app.preset.model_path()) {
@@ -56,10 +69,20 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         },
     };
     let preset = format!("│ preset {} │ ", app.preset.name);
+    // tokens the conversation fills of the context, once a model is loaded
+    let gauge = app.loaded.as_ref().map(|l| {
+        (
+            format!(" {} ", strings::ctx_gauge(app.context.used, l.n_ctx)),
+            gauge_style(app.context.used, l.n_ctx),
+        )
+    });
+    // " │" + gauge + "│ engine " in place of SEP: one more than SEP and the gauge
+    let gauge_len = gauge.as_ref().map_or(0, |(g, _)| g.chars().count() + 1);
     let mut conv = format!(" │ {}", app.conversation_id);
     // the engine's state first (a long load names the kernel compiling), the model the rest
     let width = area.width as usize;
-    let fixed = strings::APP.chars().count() + 2 + preset.chars().count() + SEP.chars().count();
+    let fixed =
+        strings::APP.chars().count() + 2 + preset.chars().count() + SEP.chars().count() + gauge_len;
     const MODEL_MIN: usize = 12;
     let engine = truncate(
         &engine_text(&app.engine),
@@ -76,7 +99,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         EngineState::Down(_) => theme::ERROR.bg(theme::STATUS_BAR.bg.unwrap_or_default()),
         _ => theme::STATUS_BAR,
     };
-    let text = Line::from(vec![
+    let mut spans = vec![
         Span::styled(
             format!(" {} ", strings::APP),
             theme::STATUS_BAR.add_modifier(ratatui::style::Modifier::BOLD),
@@ -86,10 +109,20 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
             truncate(&model, model_room.max(MODEL_MIN)),
             theme::STATUS_BAR,
         ),
-        Span::styled(SEP, theme::STATUS_BAR),
+    ];
+    match gauge {
+        Some((g, style)) => spans.extend([
+            Span::styled(" │", theme::STATUS_BAR),
+            Span::styled(g, style),
+            Span::styled(&SEP[1..], theme::STATUS_BAR),
+        ]),
+        None => spans.push(Span::styled(SEP, theme::STATUS_BAR)),
+    }
+    spans.extend([
         Span::styled(engine, engine_style),
         Span::styled(conv, theme::STATUS_BAR),
     ]);
+    let text = Line::from(spans);
     f.render_widget(
         Paragraph::new(sanitize::line(text)).style(theme::STATUS_BAR),
         area,
