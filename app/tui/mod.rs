@@ -72,7 +72,15 @@ pub fn run(opts: Options) -> Result<()> {
 /// Builds the app from presets, history and options. Problems become notices, never a refusal
 /// to start.
 fn build_app(opts: &Options, history: &HistoryStore) -> App {
-    let store = PresetStore::load(presets::user_dir().as_deref());
+    build_app_with(
+        opts,
+        history,
+        &PresetStore::load(presets::user_dir().as_deref()),
+    )
+}
+
+/// [`build_app`] on a given preset store (tests: a user preset dir without the environment).
+fn build_app_with(opts: &Options, history: &HistoryStore, store: &PresetStore) -> App {
     let mut errors = store.errors.clone();
     let mut notice = None;
     // the conversation first: without --preset, a resumed chat goes on under its own preset
@@ -99,7 +107,10 @@ fn build_app(opts: &Options, history: &HistoryStore) -> App {
             Ok(p) => preset = p,
             Err(e) => {
                 notice = Some(format!("preset error (using defaults): {e}"));
-                errors.push(e);
+                // a broken user preset named by --preset is in the store's errors already
+                if !errors.contains(&e) {
+                    errors.push(e);
+                }
             }
         }
     } else if let Some(c) = &resumed {
@@ -315,8 +326,6 @@ fn perform(a: Action, app: &mut App, client: &EngineClient, history: &HistorySto
         }
         Action::NewConversation => {
             save(app, history);
-            let now = history::now_unix();
-            for a in app.new_conversation(history.new_id(now), now) {
             if let Some(why) = app.unsaved.take() {
                 // the conversation is about to leave the screen: keep a copy somewhere
                 let text = match write_recovery(&app.conversation(), &recovery_dirs()) {
@@ -326,6 +335,8 @@ fn perform(a: Action, app: &mut App, client: &EngineClient, history: &HistorySto
                 tracing::error!("{text}");
                 app.notify(Level::Error, text);
             }
+            let now = history::now_unix();
+            for a in app.new_conversation(history.new_id(now), now) {
                 perform(a, app, client, history);
             }
         }

@@ -19,7 +19,7 @@ const SMOL: &str = "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 fn new_app() -> App {
     let store = PresetStore::load(None);
-    App::new(
+    let mut app = App::new(
         store.default_preset(),
         store.presets.clone(),
         "20251129-231735".into(),
@@ -615,6 +615,36 @@ fn bad_preset_starts_on_defaults_and_shows_the_error_with_position() {
 }
 
 #[test]
+fn preset_badsyntax_names_its_parse_error_once() {
+    use super::{build_app_with, Options};
+    let dir = tempfile::tempdir().unwrap();
+    let history = crate::history::HistoryStore::new(dir.path().join("conv"));
+    let store = PresetStore {
+        presets: PresetStore::load(None).presets,
+        errors: vec![PresetError {
+            file: "/home/u/.config/strata/presets/badsyntax.toml".into(),
+            line: 2,
+            col: 10,
+            message: "invalid table header; expected `.`, `]`".into(),
+        }],
+    };
+    let app = build_app_with(
+        &Options {
+            preset: Some("badsyntax".into()),
+            ..Options::default()
+        },
+        &history,
+        &store,
+    );
+    assert!(
+        app.banner[0].contains("badsyntax.toml:2:10: invalid table header; expected"),
+        "{:?}",
+        app.banner
+    );
+    assert_eq!(app.preset_errors.len(), 1, "listed once in the picker");
+}
+
+#[test]
 fn resume_reloads_a_saved_conversation_and_reports_a_corrupt_one() {
     use super::{build_app, Options};
     let dir = tempfile::tempdir().unwrap();
@@ -859,9 +889,6 @@ fn a_waiting_message_is_dropped_when_the_engine_gives_up_or_by_esc() {
     );
 }
 
-// ---- panels that say what users expect (issue 27, defect 8) ----
-
-
 // ---- controls that must not mislead (issue 27, defect 7) and the engine lifecycle (defect 6) ----
 
 fn toggles_at(app: &mut App, flag: &str) {
@@ -1097,17 +1124,8 @@ fn a_failed_save_on_quit_keeps_a_recovery_copy_and_is_an_error() {
     assert!(super::unsaved_on_quit(&app, &[rec]).is_ok());
 }
 
-#[test]
-fn a_base_model_preset_says_so_when_it_loads() {
-    let mut app = ready_app();
-    let store = PresetStore::load(None);
-    let mut g = store.find("gemma3").unwrap().clone();
-    g.model = Some("/models/gemma.gguf".into());
-    app.switch_preset(g);
-    app.apply_event(loaded("/models/gemma.gguf", "gemma3", false, &["Q4_K", "Q6_K"], false));
-    let n = app.notice.as_ref().unwrap().text.clone();
-    assert!(n.contains("gemma3") && n.contains("base model"), "{n}");
-}
+// ---- panels that say what users expect (issue 27, defect 8) ----
+
 /// The text of a drawn buffer, one string per row.
 fn rows_of(t: &Terminal<TestBackend>) -> Vec<String> {
     let b = t.backend().buffer();
@@ -1549,4 +1567,16 @@ fn a_conversation_file_without_settings_still_loads() {
     app.load_conversation(c);
     let json = serde_json::to_string(&app.conversation()).unwrap();
     assert!(!json.contains("settings"), "{json}");
+}
+
+#[test]
+fn a_base_model_preset_says_so_when_it_loads() {
+    let mut app = ready_app();
+    let store = PresetStore::load(None);
+    let mut g = store.find("gemma3").unwrap().clone();
+    g.model = Some("/models/gemma.gguf".into());
+    app.switch_preset(g);
+    app.apply_event(loaded("/models/gemma.gguf", "gemma3", false, &["Q4_K", "Q6_K"], false));
+    let n = app.notice.as_ref().unwrap().text.clone();
+    assert!(n.contains("gemma3") && n.contains("base model"), "{n}");
 }
