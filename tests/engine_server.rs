@@ -887,9 +887,9 @@ fn special_text_in_a_message_is_text_and_sampling_is_checked() {
     assert_eq!(t.prefill_tokens, opted, "{t:?}");
 
     // sampling out of range: a generate gets its error and an error turn
-    e.send_line(&format!(
-        r#"{{"type":"generate","id":3,"messages":[{{"role":"user","content":"hi"}}],"sampling":{{"temperature":-1}}}}"#
-    ));
+    e.send_line(
+        r#"{"type":"generate","id":3,"messages":[{"role":"user","content":"hi"}],"sampling":{"temperature":-1}}"#,
+    );
     let err = error_of(&mut e, "temperature error", Some(3));
     println!("{}", err.message);
     assert!(

@@ -248,7 +248,8 @@ fn bad_params_are_rejected() {
 fn every_float_out_of_range_is_named_with_its_range() {
     let nan = f32::NAN;
     let inf = f32::INFINITY;
-    let cases: [(fn(&mut SamplingParams, f32), f32, &str); 14] = [
+    type Setter = fn(&mut SamplingParams, f32);
+    let cases: [(Setter, f32, &str); 14] = [
         (
             |p, v| p.temperature = v,
             -1.0,

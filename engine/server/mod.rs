@@ -94,7 +94,12 @@ pub fn serve(input: impl BufRead, out: Out) -> i32 {
                 bad_at,
                 len,
             }) => {
-                error(&out, None, input::Line::describe_bad(number, bad_at, len), false);
+                error(
+                    &out,
+                    None,
+                    input::Line::describe_bad(number, bad_at, len),
+                    false,
+                );
                 continue;
             }
             Err(e) => {

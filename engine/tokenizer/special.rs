@@ -171,6 +171,8 @@ mod tests {
     }
 
     #[test]
+    // one blocked byte range, not a list of numbers
+    #[allow(clippy::single_range_in_vec_init)]
     fn blocked_ranges_keep_control_tokens_as_text() {
         let toks: Vec<Vec<u8>> = ["<e>", "ab"]
             .iter()
