@@ -655,6 +655,25 @@ fn a_conversation_past_the_context_drops_its_oldest_turns_and_goes_on() {
     let mut messages = vec![msg(Role::System, SYSTEM)];
     let mut last_dropped = 0;
     let mut cut_seen = false;
+    let mut past_ctx = false;
+    // the whole conversation's prompt, counted here with the model's own tokenizer and template:
+    // what the engine ran before the fix (and refused once it passed n_ctx)
+    let tok = strata::tokenizer::Tokenizer::from_gguf_path(model()).expect("the tokenizer");
+    let template = strata::tokenizer::ChatTemplate::from_tokenizer(&tok);
+    let whole = |m: &[ChatMessage]| -> u32 {
+        let msgs: Vec<strata::tokenizer::ChatMessage> = m
+            .iter()
+            .map(|m| {
+                let role = match m.role {
+                    Role::System => "system",
+                    Role::User => "user",
+                    Role::Assistant => "assistant",
+                };
+                strata::tokenizer::ChatMessage::new(role, m.content.clone())
+            })
+            .collect();
+        tok.encode_chat(&template.render(&msgs, true), false).len() as u32
+    };
     for (i, topic) in topics.iter().enumerate() {
         let id = 100 + i as u64;
         messages.push(msg(
@@ -712,6 +731,17 @@ fn a_conversation_past_the_context_drops_its_oldest_turns_and_goes_on() {
         only_kept.extend_from_slice(kept);
         let k = count(&mut e, 900 + i as u64, &only_kept, MAX);
         assert_eq!((k.prompt_tokens, k.dropped), (t.prompt_tokens, 0), "{k:?}");
+        let full = whole(&messages);
+        println!("  the whole conversation: {full} tokens");
+        past_ctx |= full > SMALL_CTX;
+        if t.dropped == 0 {
+            assert_eq!(t.prompt_tokens, full, "nothing dropped: the whole prompt");
+        } else {
+            assert!(
+                full + reserve > SMALL_CTX,
+                "dropped only when needed: {full}"
+            );
+        }
         if t.dropped > last_dropped {
             cut_seen = true;
             // the system prompt's tokens stay cached across the cut
@@ -738,6 +768,10 @@ fn a_conversation_past_the_context_drops_its_oldest_turns_and_goes_on() {
         messages.push(msg(Role::Assistant, &text_of(&seen, id)));
     }
     assert!(cut_seen, "the conversation outgrew {SMALL_CTX} tokens");
+    assert!(
+        past_ctx,
+        "a prompt the engine refused before ('the context holds 256')"
+    );
     drop(e.stdin.take());
     assert_eq!(e.wait_exit(10).code(), Some(0));
 }
