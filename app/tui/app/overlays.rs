@@ -9,7 +9,7 @@
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 
-use super::{Action, App, Level, Notice, Overlay};
+use super::{Action, App, EngineState, Level, Notice, Overlay};
 use crate::history::{ChatSettings, Conversation};
 use crate::tui::conversations::ConvList;
 use crate::tui::settings::{FormKey, SettingsForm};
@@ -157,11 +157,17 @@ impl App {
 
     /// Replaces the conversation on screen with `c` (the runtime saved the current one first).
     /// A running reply is cancelled; the conversation's own settings come with it; it goes on
-    /// under the current preset and model (a notice says when it was saved under another).
+    /// under the current preset and model (a notice says when it was saved under another); a
+    /// ready engine counts it for the context gauge (else the next `loaded` does).
     pub fn switch_conversation(&mut self, c: Conversation) -> Vec<Action> {
-        let acts = self.new_conversation(c.id.clone(), c.created);
+        let mut acts = self.new_conversation(c.id.clone(), c.created);
+        // a message waiting for the engine belonged to the conversation that goes
+        self.send_when_ready = false;
         let (id, n, preset) = (c.id.clone(), c.messages.len(), c.preset.clone());
         self.load_conversation(c);
+        if self.engine == EngineState::Ready {
+            acts.extend(self.recount());
+        }
         let text = if !preset.is_empty() && preset != self.preset.name {
             strings::other_preset(&id, &preset, &self.preset.name)
         } else {
