@@ -349,6 +349,8 @@ impl App {
         match ev {
             ClientEvent::Spawned { .. } => {
                 self.engine = EngineState::Starting;
+                // a new engine answers nothing the old one was asked
+                self.context_engine_gone();
                 Vec::new()
             }
             ClientEvent::Engine(e) => self.apply_event(e),

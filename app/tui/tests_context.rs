@@ -392,3 +392,26 @@ fn a_resumed_conversation_is_counted_once_loaded() {
     assert_eq!(app.messages.iter().position(|e| e.uid == m.uid), Some(2));
     assert!(app.messages.iter().all(|m| m.status == MsgStatus::Done));
 }
+
+#[test]
+fn an_engine_restart_during_the_check_leaves_the_message_sendable() {
+    let mut app = ready_app();
+    let paste = "lorem ipsum dolor ".repeat(60);
+    app.handle_paste(&paste);
+    let acts = enter(&mut app);
+    assert!(matches!(acts.as_slice(), [Action::Send(Request::Count(_))]));
+    assert!(app.context.checking());
+    // the engine is restarted (a flag change) before it answers: the count is lost with it
+    app.apply_client(crate::client::ClientEvent::Spawned { pid: 99 });
+    assert!(
+        !app.context.checking(),
+        "Enter is not blocked by a lost count"
+    );
+    app.apply_event(loaded());
+    let acts = enter(&mut app);
+    assert!(
+        matches!(acts.as_slice(), [Action::Send(Request::Count(_))]),
+        "counted again by the new engine: {acts:?}"
+    );
+    assert_eq!(app.input.text(), paste);
+}

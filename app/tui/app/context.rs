@@ -134,6 +134,8 @@ impl App {
 
     /// After a load: count the conversation as it stands, for the gauge and the marker.
     pub(super) fn recount(&mut self) -> Vec<Action> {
+        // a count sent to an engine that is gone will not be answered
+        self.context.pending = None;
         if self.messages.is_empty() {
             self.context.used = Some(0);
             return Vec::new();
@@ -304,8 +306,8 @@ impl App {
         };
     }
 
-    /// The engine is gone: an unanswered count will not be answered (the input still holds a
-    /// message being checked).
+    /// The engine is gone or replaced: an unanswered count will not be answered (the input still
+    /// holds a message being checked).
     pub(super) fn context_engine_gone(&mut self) {
         self.context.pending = None;
         self.context.refused = None;
