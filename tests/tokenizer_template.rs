@@ -357,3 +357,36 @@ fn tokenize_cli_keeps_injected_markers_as_text() {
     let opted = ids(&["--parse-special"]);
     assert_eq!((count(&opted, 1), count(&opted, 2)), (4, 3), "{opted:?}");
 }
+
+/// `strata tokenize -m FIFO` (and any command that opens a model) is refused at once: the file
+/// type is checked before the file is opened, since opening a FIFO waits for a writer forever.
+#[test]
+fn tokenize_cli_refuses_a_fifo_as_the_model() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let fifo = dir.path().join("model.gguf");
+    let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).expect("no NUL");
+    // SAFETY: a valid C string path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["tokenize", "--text", "hi", "-m"])
+        .arg(&fifo)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running strata tokenize");
+    let t0 = std::time::Instant::now();
+    while child.try_wait().expect("waiting").is_none() {
+        if t0.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("strata tokenize hangs on a FIFO");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    let err = String::from_utf8_lossy(&out.stderr);
+    println!("{err}");
+    assert!(!out.status.success());
+    assert!(
+        err.contains(&*fifo.to_string_lossy()) && err.contains("not a regular file"),
+        "{err}"
+    );
+}

@@ -101,11 +101,12 @@ impl Gguf {
     pub fn open(path: impl AsRef<Path>) -> Result<Gguf> {
         let path = path.as_ref();
         let inner = || -> Result<Gguf> {
-            let file = std::fs::File::open(path)?;
-            if !file.metadata()?.is_file() {
+            // Checked before opening: opening a FIFO for reading blocks until a writer comes.
+            if !std::fs::metadata(path)?.is_file() {
                 let e = std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file");
                 return Err(e.into());
             }
+            let file = std::fs::File::open(path)?;
             // SAFETY: the map is read-only; if another process truncates or rewrites the file
             // while it is mapped, reads may fault or change. Model files are not modified in
             // place, and this is the same contract as every mmap-based GGUF loader.
