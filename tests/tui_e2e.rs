@@ -1,7 +1,8 @@
 //! The whole app end to end: the real `strata` binary in a real terminal (a detached tmux session
 //! of fixed size), its real `strata engine` child and the real SmolLM2 model. Types like a user,
 //! reads the screen like a user (tmux capture-pane), and checks: the model loads, a reply streams
-//! and the panels show its speed and windows; toggling STRATA_MMVQ_KREG restarts the engine with
+//! and the panels show its speed and windows; STRATA_MMVQ_KREG cannot be turned on (SmolLM2
+//! stores none of its formats: the pane says so); toggling STRATA_VNNI restarts the engine with
 //! the flag on; killing the engine mid-reply keeps the partial reply (marked interrupted) and the
 //! engine comes back; quitting restores the terminal (the shell prompt returns, `stty` shows
 //! `icanon` and `echo`).
@@ -59,21 +60,32 @@ fn tui_against_the_real_engine_in_tmux() {
     assert!(median_ms > 0.0, "a window median is shown");
     assert!(s.contains("Assistant"), "{s}");
 
-    // 3. Toggle STRATA_MMVQ_KREG (third flag) and apply: the engine restarts with it on.
+    // 3. STRATA_MMVQ_KREG (third flag) does not apply to SmolLM2 (Q4_1/Q8_0): Space refuses it
+    //    and says why. STRATA_VNNI (fourth) does: toggle it and apply, the engine restarts with it.
     tmux.keys(&["C-t"]);
     tmux.wait("the toggles pane", 10, |s| {
         s.contains("Kernel flag toggles").then_some(())
     });
     tmux.keys(&["Down", "Down", "Space"]);
-    tmux.wait("KREG pending", 10, |s| {
-        s.contains("[x] STRATA_MMVQ_KREG").then_some(())
+    tmux.wait("KREG refused with its reason", 10, |s| {
+        (s.contains("STRATA_MMVQ_KREG cannot be turned on: model stores none of")
+            && s.contains("[ ] STRATA_MMVQ_KREG"))
+        .then_some(())
+    });
+    tmux.keys(&["Down", "Space"]);
+    tmux.wait("VNNI pending", 10, |s| {
+        s.contains("[x] STRATA_VNNI").then_some(())
     });
     tmux.keys(&["Enter"]);
-    let s = tmux.wait("restart with KREG on", 240, |s| {
+    let s = tmux.wait("restart with VNNI on", 240, |s| {
         let pid = shown_pid(s)?;
         let ready = status_line(s).contains("engine ready");
-        (ready && pid != engine1 && flag_shown_on(s, "STRATA_MMVQ_KREG")).then(|| s.to_string())
+        (ready && pid != engine1 && flag_shown_on(s, "STRATA_VNNI")).then(|| s.to_string())
     });
+    assert!(
+        !flag_shown_on(&s, "STRATA_MMVQ_KREG"),
+        "the refused flag stays off"
+    );
     let engine2 = shown_pid(&s).unwrap_or(0);
     assert!(!alive(engine1), "the old engine {engine1} is gone");
     assert_eq!(children(tui_pid, "engine"), vec![engine2]);
@@ -81,8 +93,8 @@ fn tui_against_the_real_engine_in_tmux() {
     assert!(
         String::from_utf8_lossy(&environ)
             .split('\0')
-            .any(|kv| kv == "STRATA_MMVQ_KREG=1"),
-        "the new engine runs with STRATA_MMVQ_KREG=1 in its environment"
+            .any(|kv| kv == "STRATA_VNNI=1"),
+        "the new engine runs with STRATA_VNNI=1 in its environment"
     );
 
     // 4. Kill the engine mid-reply: the partial reply stays (interrupted), the engine returns.
@@ -131,7 +143,7 @@ fn tui_against_the_real_engine_in_tmux() {
     });
     assert!(s.contains("Assistant · interrupted"), "still shown:\n{s}");
     assert!(
-        flag_shown_on(&s, "STRATA_MMVQ_KREG"),
+        flag_shown_on(&s, "STRATA_VNNI"),
         "the flag survives the respawn"
     );
     let engine3 = shown_pid(&s).unwrap_or(0);
