@@ -415,3 +415,18 @@ fn an_engine_restart_during_the_check_leaves_the_message_sendable() {
     );
     assert_eq!(app.input.text(), paste);
 }
+
+#[test]
+fn a_narrow_status_bar_keeps_the_gauge_and_the_engine_state_whole() {
+    let mut app = ready_app();
+    let g = send(&mut app, "Hi");
+    app.apply_event(context(g.id, 30, 0, true));
+    for w in [60, 70, 80] {
+        let s = screen(&draw(&app, w, 24));
+        let top = s.lines().next().unwrap();
+        assert!(
+            top.contains("ctx 30/256") && top.contains("engine generating"),
+            "{w} columns: {top}"
+        );
+    }
+}

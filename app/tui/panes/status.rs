@@ -68,7 +68,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
             (Some(m), Err(_)) => file_name(m).to_string(),
         },
     };
-    let preset = format!("│ preset {} │ ", app.preset.name);
+    let preset = format!("│ preset {}", app.preset.name);
     // tokens the conversation fills of the context, once a model is loaded
     let gauge = app.loaded.as_ref().map(|l| {
         (
@@ -79,21 +79,29 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     // " │" + gauge + "│ engine " in place of SEP: one more than SEP and the gauge
     let gauge_len = gauge.as_ref().map_or(0, |(g, _)| g.chars().count() + 1);
     let mut conv = format!(" │ {}", app.conversation_id);
-    // the engine's state first (a long load names the kernel compiling), the model the rest
+    // the engine's state first (a long load names the kernel compiling), then the gauge, the model
+    // the rest: a narrow terminal drops the conversation id, then the model, rather than clip
     let width = area.width as usize;
     let fixed =
         strings::APP.chars().count() + 2 + preset.chars().count() + SEP.chars().count() + gauge_len;
     const MODEL_MIN: usize = 12;
+    const MODEL_SEP: &str = " │ ";
     let engine = truncate(
         &engine_text(&app.engine),
-        width.saturating_sub(fixed + MODEL_MIN).max(16),
+        width
+            .saturating_sub(fixed + MODEL_SEP.len() + MODEL_MIN)
+            .max(16),
     );
     let room = width.saturating_sub(fixed + engine.chars().count());
-    // a narrow terminal drops the conversation id rather than clip it
-    if room < conv.chars().count() + MODEL_MIN {
+    if room < conv.chars().count() + 3 + MODEL_MIN {
         conv.clear();
     }
-    let model_room = room.saturating_sub(conv.chars().count());
+    let model_room = room.saturating_sub(conv.chars().count() + 3);
+    let model = if model_room >= MODEL_MIN {
+        format!("{MODEL_SEP}{}", truncate(&model, model_room))
+    } else {
+        String::new()
+    };
     let engine_style = match app.engine {
         EngineState::Ready | EngineState::Generating(_) => theme::STATUS_BAR,
         EngineState::Down(_) => theme::ERROR.bg(theme::STATUS_BAR.bg.unwrap_or_default()),
@@ -105,10 +113,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
             theme::STATUS_BAR.add_modifier(ratatui::style::Modifier::BOLD),
         ),
         Span::styled(preset, theme::STATUS_BAR),
-        Span::styled(
-            truncate(&model, model_room.max(MODEL_MIN)),
-            theme::STATUS_BAR,
-        ),
+        Span::styled(model, theme::STATUS_BAR),
     ];
     match gauge {
         Some((g, style)) => spans.extend([
