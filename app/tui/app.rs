@@ -708,8 +708,22 @@ impl App {
             self.engine = EngineState::Down(e);
             return Vec::new();
         }
+        let mut acts = self.cut_reply();
         self.engine = EngineState::Starting;
-        vec![Action::RetryEngine]
+        acts.push(Action::RetryEngine);
+        acts
+    }
+
+    /// A restart or reload the user asked for while a reply streams: the reply ends here,
+    /// marked stopped and saved. Its `turn` would come from an engine being shut down, whose
+    /// last lines the client no longer reads: waiting for it left the app "busy" for good.
+    fn cut_reply(&mut self) -> Vec<Action> {
+        let mut acts = self.stop();
+        if self.current_gen.is_some() {
+            self.finish_streaming(MsgStatus::Stopped);
+            acts.push(Action::Save);
+        }
+        acts
     }
 
     /// Call after saving the current one. Returns the cancel of a running generation, if any.
@@ -745,7 +759,7 @@ impl App {
         if self.pending_flags == self.active_flags {
             return Vec::new();
         }
-        let mut acts = self.stop();
+        let mut acts = self.cut_reply();
         if self.metrics.windows > 0 || self.metrics.turns > 0 {
             self.previous = Some(self.metrics.summary(&self.active_flags));
         }
@@ -768,7 +782,7 @@ impl App {
                 return Vec::new();
             }
         };
-        let mut acts = self.stop();
+        let mut acts = self.cut_reply();
         let flags = p.flag_env();
         // Another preset is another configuration (model, speculation, split, flags): its
         // figures start afresh, the old medians stay beside them as "before (preset · flags)",

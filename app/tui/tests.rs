@@ -908,11 +908,18 @@ fn a_flag_that_does_not_apply_cannot_be_turned_on_and_the_pane_says_why() {
     for (flag, why) in [
         ("STRATA_HC_Q8", "no hyper-connection tensors"),
         ("STRATA_GR_FUSED", "no hyper-connection tensors"),
-        ("STRATA_MMVQ_KREG", "model stores none of Q4_K/Q5_K/Q6_K/IQ4_XS"),
+        (
+            "STRATA_MMVQ_KREG",
+            "model stores none of Q4_K/Q5_K/Q6_K/IQ4_XS",
+        ),
     ] {
         toggles_at(&mut app, flag);
         assert!(app.handle_key(key(KeyCode::Char(' '))).is_empty());
-        assert_eq!(app.pending_flags.get(flag), Some(&false), "{flag} stays off");
+        assert_eq!(
+            app.pending_flags.get(flag),
+            Some(&false),
+            "{flag} stays off"
+        );
         let note = app.toggles_note.clone().expect("the refusal is shown");
         assert!(note.contains(flag) && note.contains(why), "{note}");
         let screen = format!("{}", draw(&app, 120, 30).backend());
@@ -976,7 +983,13 @@ fn with_no_model_loaded_the_toggles_wait_for_one() {
         .contains("no model loaded yet"));
     // once a model with its formats is loaded it can
     app.handle_key(key(KeyCode::Esc));
-    app.apply_event(loaded("/m/gemma.gguf", "gemma3", false, &["Q4_K", "Q6_K"], false));
+    app.apply_event(loaded(
+        "/m/gemma.gguf",
+        "gemma3",
+        false,
+        &["Q4_K", "Q6_K"],
+        false,
+    ));
     toggles_at(&mut app, "STRATA_MMVQ_KREG");
     app.handle_key(key(KeyCode::Char(' ')));
     assert_eq!(app.pending_flags.get("STRATA_MMVQ_KREG"), Some(&true));
@@ -997,7 +1010,10 @@ fn the_engines_vnni_refusal_is_learned_and_then_the_toggle_refuses() {
     app.handle_key(key(KeyCode::Char(' ')));
     assert_eq!(app.pending_flags.get("STRATA_VNNI"), Some(&false));
     assert!(
-        app.toggles_note.as_ref().unwrap().contains("not the CPU device"),
+        app.toggles_note
+            .as_ref()
+            .unwrap()
+            .contains("not the CPU device"),
         "{:?}",
         app.toggles_note
     );
@@ -1010,7 +1026,10 @@ fn the_preset_picker_shows_the_flags_the_engine_runs_with() {
     toggles_at(&mut app, "STRATA_MMVQ_KREG");
     app.handle_key(key(KeyCode::Char(' ')));
     let acts = app.handle_key(key(KeyCode::Enter));
-    assert!(matches!(acts.as_slice(), [Action::Restart { .. }]), "{acts:?}");
+    assert!(
+        matches!(acts.as_slice(), [Action::Restart { .. }]),
+        "{acts:?}"
+    );
     app.apply_event(hello(&[("STRATA_MMVQ_KREG", true)]));
     app.apply_event(loaded(SMOL, "llama", false, &["Q4_1", "Q6_K"], false));
     app.handle_key(ctrl('p'));
@@ -1037,7 +1056,12 @@ fn ctrl_c_stops_the_reply_first_and_quits_at_the_second_press() {
     let acts = app.handle_key(ctrl('c'));
     assert_eq!(acts, vec![Action::Send(Request::Cancel { id })]);
     assert!(!app.quit, "the first Ctrl+C stops the reply, not the app");
-    assert!(app.notice.as_ref().unwrap().text.contains("Ctrl+C again to quit"));
+    assert!(app
+        .notice
+        .as_ref()
+        .unwrap()
+        .text
+        .contains("Ctrl+C again to quit"));
     app.apply_event(turn(id, 50.0, Stop::Cancelled));
     assert_eq!(app.messages.last().unwrap().status, MsgStatus::Stopped);
     let acts = app.handle_key(ctrl('c'));
@@ -1050,7 +1074,12 @@ fn ctrl_c_when_idle_asks_for_a_second_press_and_other_keys_disarm_it() {
     let mut app = ready_app();
     assert!(app.handle_key(ctrl('c')).is_empty());
     assert!(!app.quit);
-    assert!(app.notice.as_ref().unwrap().text.contains("Ctrl+C again to quit"));
+    assert!(app
+        .notice
+        .as_ref()
+        .unwrap()
+        .text
+        .contains("Ctrl+C again to quit"));
     type_text(&mut app, "x"); // anything else in between: the next Ctrl+C starts over
     assert!(app.handle_key(ctrl('c')).is_empty());
     assert!(!app.quit);
@@ -1113,10 +1142,17 @@ fn a_failed_save_on_quit_keeps_a_recovery_copy_and_is_an_error() {
         .unwrap_err()
         .to_string();
     let copy = rec.join(format!("{}.json", app.conversation_id));
-    assert!(err.contains("could not be saved") && err.contains(&copy.display().to_string()), "{err}");
+    assert!(
+        err.contains("could not be saved") && err.contains(&copy.display().to_string()),
+        "{err}"
+    );
     let saved: crate::history::Conversation =
         serde_json::from_slice(&std::fs::read(&copy).unwrap()).unwrap();
-    assert_eq!(saved, app.conversation(), "the copy is the whole conversation");
+    assert_eq!(
+        saved,
+        app.conversation(),
+        "the copy is the whole conversation"
+    );
     // a later successful save clears it: quitting is then Ok
     let ok = crate::history::HistoryStore::new(dir.path().join("ok/conversations"));
     super::save(&mut app, &ok);
@@ -1576,7 +1612,54 @@ fn a_base_model_preset_says_so_when_it_loads() {
     let mut g = store.find("gemma3").unwrap().clone();
     g.model = Some("/models/gemma.gguf".into());
     app.switch_preset(g);
-    app.apply_event(loaded("/models/gemma.gguf", "gemma3", false, &["Q4_K", "Q6_K"], false));
+    app.apply_event(loaded(
+        "/models/gemma.gguf",
+        "gemma3",
+        false,
+        &["Q4_K", "Q6_K"],
+        false,
+    ));
     let n = app.notice.as_ref().unwrap().text.clone();
     assert!(n.contains("gemma3") && n.contains("base model"), "{n}");
+}
+
+#[test]
+fn a_restart_mid_reply_ends_the_reply_so_the_app_is_not_busy_for_good() {
+    // a flag restart (Ctrl+T … Enter) and Ctrl+L while a reply streams: the old engine's
+    // `turn` never comes (the client stops reading an engine it shuts down)
+    for restart in ["flags", "ctrl+l"] {
+        let mut app = ready_app();
+        let id = send(&mut app, "Tell me a long story.");
+        stream(&mut app, id, "Once upon a time");
+        let acts = if restart == "flags" {
+            toggles_at(&mut app, "STRATA_VNNI");
+            app.handle_key(key(KeyCode::Char(' ')));
+            app.handle_key(key(KeyCode::Enter))
+        } else {
+            app.handle_key(ctrl('l'))
+        };
+        assert_eq!(
+            acts.first(),
+            Some(&Action::Send(Request::Cancel { id })),
+            "{restart}"
+        );
+        assert!(acts.contains(&Action::Save), "{restart}: {acts:?}");
+        let last = app.messages.last().unwrap();
+        assert_eq!(last.status, MsgStatus::Stopped, "{restart}");
+        assert_eq!(
+            last.content, "Once upon a time",
+            "{restart}: the partial reply is kept"
+        );
+        // the new engine comes up: the next message goes out
+        app.apply_client(ClientEvent::Spawned { pid: 99 });
+        app.apply_event(hello(&[]));
+        app.apply_event(loaded(SMOL, "llama", false, &["Q4_1"], false));
+        type_text(&mut app, "Again?");
+        let acts = app.handle_key(key(KeyCode::Enter));
+        assert!(
+            acts.iter()
+                .any(|a| matches!(a, Action::Send(Request::Generate(_)))),
+            "{restart}: not busy after the restart: {acts:?}"
+        );
+    }
 }
