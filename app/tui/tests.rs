@@ -964,7 +964,7 @@ fn a_flag_on_that_does_not_apply_can_be_turned_off() {
     assert!(app.toggles_note.is_none());
     let acts = app.handle_key(key(KeyCode::Enter));
     assert!(
-        matches!(acts.as_slice(), [Action::Restart { flags, .. }] if flags["STRATA_HC_Q8"] == false),
+        matches!(acts.as_slice(), [Action::Restart { flags, .. }] if !flags["STRATA_HC_Q8"]),
         "{acts:?}"
     );
 }
