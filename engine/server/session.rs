@@ -238,7 +238,7 @@ impl Session {
             eprintln!(
                 "strata engine: ctx 0: {n} tokens (trained on {}; KV {} MiB, budget {} MiB)",
                 cfg.n_ctx_train,
-                n as u64 * kv_bytes_per_token(&cfg) >> 20,
+                (n as u64 * kv_bytes_per_token(&cfg)) >> 20,
                 kv_budget(info.global_mem) >> 20
             );
             n
