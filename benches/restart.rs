@@ -50,7 +50,8 @@ fn spawn(envs: &[(&str, &str)]) -> Engine {
     cmd.arg("engine")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        // (its progress lines; a failed load panics here with the engine's error event)
+        .stderr(Stdio::null());
     for (k, v) in envs {
         cmd.env(k, v);
     }

@@ -27,12 +27,13 @@ use crate::kernels::rope::{Rope, RopeMode, RopeTable};
 use crate::kernels::rope_kv::{QkNorm, RopeKv, RopeKvShape};
 use crate::kernels::{tiled, vnni};
 use crate::kernels::{MatmulTile, MatrixKernels, NormTail, WeightView, XStage};
-use crate::sycl::{copy_across_n, Card, DeviceBuffer, Graph, HostBuffer, Queue};
+use crate::sycl::{copy_across_n, Card, Context, DeviceBuffer, Graph, HostBuffer, Queue};
 use half::f16;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Rows of logits computed per head call (the speculative verify window fits in one).
 pub const LOGIT_ROWS: usize = 8;
@@ -92,6 +93,67 @@ pub struct Kernels {
 }
 
 impl Kernels {
+    /// Every kernel family but the matrix products' modules (`MatrixKernels::prepare`, which
+    /// needs the weights' layouts), built for `ctx`; `stop` set: gives up before the next module.
+    fn load(
+        ctx: &Context,
+        cfg: &ModelConfig,
+        opts: &EngineOptions,
+        stop: &AtomicBool,
+    ) -> Result<Kernels, EngineError> {
+        let go = || match stop.load(Ordering::Relaxed) {
+            true => Err(EngineError::Unsupported("kernel load abandoned".into())),
+            false => Ok(()),
+        };
+        // the prompt path's register tile: the device's, unless STRATA_MATMUL_TILE forces one
+        let mut mat = MatrixKernels::with_matmul_tile(ctx, MatmulTile::for_context_or_env(ctx)?);
+        tracing::info!(tile = %mat.matmul_tile().label(), "matmul register tile");
+        // STRATA_VNNI=1: the integer-dot decode products (not bitwise the default; refused with
+        // the reason where they cannot run)
+        if crate::kernels::vnni::requested() {
+            mat.set_int_dot(true)?;
+            let isa = mat.int_dot_isa().map_or("?", |i| i.label());
+            tracing::info!(isa, "integer-dot products on (STRATA_VNNI=1)");
+        }
+        go()?;
+        let embed = Embed::new(ctx)?;
+        go()?;
+        let norm = Norm::new(ctx)?;
+        go()?;
+        let rope = Rope::new(ctx)?;
+        go()?;
+        let kv = KvStore::new(ctx)?;
+        go()?;
+        let attn = AttnDispatch::new(ctx, cfg.head_dim)?;
+        go()?;
+        let act = Elementwise::new(ctx)?;
+        go()?;
+        let actq = ActQ::new(ctx)?;
+        go()?;
+        let norm_q8 = NormQ8::new(ctx)?;
+        go()?;
+        let glu_q8 = GluQ8::new(ctx)?;
+        go()?;
+        let rope_kv = RopeKv::new(ctx)?;
+        Ok(Kernels {
+            mat,
+            embed,
+            norm,
+            rope,
+            kv,
+            attn,
+            act,
+            actq,
+            act_round: opts.act_round,
+            fused: true,
+            xstage: std::env::var("STRATA_XSTAGE").map_or(true, |v| v != "0"),
+            fold_norms: std::env::var("STRATA_FOLD_NORMS").map_or(true, |v| v != "0"),
+            norm_q8,
+            glu_q8,
+            rope_kv,
+        })
+    }
+
     /// The stage a fused rounding kernel writes for `t` rows of `n` elements and the products
     /// by `ws` after it read: blocks of 32, decode-sized t (the products are mmvq's), staging
     /// on, and one of `ws` a tiled format that reads it (`tiled::reads_stage`; a Q8_0-only
@@ -891,13 +953,6 @@ impl Engine {
             .info()
             .is_ok_and(|i| i.device_type == crate::sycl::DeviceType::Cpu);
         let graphs_default = !on_cpu;
-        if on_cpu {
-            // The thread that loads is the one that runs the steps (the server's worker, the
-            // CLI's main thread): keep it off the runtime's pinned worker (sycl/affinity.rs).
-            if let Some(cpus) = crate::sycl::affinity::pin_off_workers() {
-                tracing::info!(?cpus, "host thread pinned off the OpenCL CPU workers");
-            }
-        }
         // One context: the modules are built once and serve every card's queue.
         let ctx = cards[0].context.clone();
         if cards.iter().any(|c| c.context.id() != ctx.id()) {
@@ -910,43 +965,38 @@ impl Engine {
         for (i, r) in ranges.iter().enumerate() {
             layer_card[r.clone()].fill(i);
         }
-        let weights = Weights::load_placed(
-            g,
-            &cfg,
-            &Placement {
-                queues: &queues,
-                layer_card,
-                keep_gguf: opts.keep_gguf
-                    || std::env::var("STRATA_KEEP_GGUF").is_ok_and(|v| v == "1"),
-            },
-        )?;
-        // the prompt path's register tile: the device's, unless STRATA_MATMUL_TILE forces one
-        let mut mat = MatrixKernels::with_matmul_tile(&ctx, MatmulTile::for_context_or_env(&ctx)?);
-        tracing::info!(tile = %mat.matmul_tile().label(), "matmul register tile");
-        // STRATA_VNNI=1: the integer-dot decode products (not bitwise the default; refused with
-        // the reason where they cannot run)
-        if crate::kernels::vnni::requested() {
-            mat.set_int_dot(true)?;
-            let isa = mat.int_dot_isa().map_or("?", |i| i.label());
-            tracing::info!(isa, "integer-dot products on (STRATA_VNNI=1)");
-        }
-        let kernels = Kernels {
-            mat,
-            embed: Embed::new(&ctx)?,
-            norm: Norm::new(&ctx)?,
-            rope: Rope::new(&ctx)?,
-            kv: KvStore::new(&ctx)?,
-            attn: AttnDispatch::new(&ctx, cfg.head_dim)?,
-            act: Elementwise::new(&ctx)?,
-            actq: ActQ::new(&ctx)?,
-            act_round: opts.act_round,
-            fused: true,
-            xstage: std::env::var("STRATA_XSTAGE").map_or(true, |v| v != "0"),
-            fold_norms: std::env::var("STRATA_FOLD_NORMS").map_or(true, |v| v != "0"),
-            norm_q8: NormQ8::new(&ctx)?,
-            glu_q8: GluQ8::new(&ctx)?,
-            rope_kv: RopeKv::new(&ctx)?,
-        };
+        // The kernel modules load on a second thread while this one uploads the weights: they
+        // need the context and the configuration only (~2 ms a module from the kernel binary
+        // cache, seconds when compiled; docs/sycl.md). Spawned before this thread pins itself,
+        // so that it may run on the runtime worker's CPU, idle during a load. A failed upload
+        // stops it at its next module.
+        let stop = AtomicBool::new(false);
+        let (weights, kernels) = std::thread::scope(|s| {
+            let kernels = s.spawn(|| Kernels::load(&ctx, &cfg, opts, &stop));
+            if on_cpu {
+                // The thread that loads is the one that runs the steps (the server's worker, the
+                // CLI's main thread): keep it off the runtime's pinned worker (sycl/affinity.rs).
+                if let Some(cpus) = crate::sycl::affinity::pin_off_workers() {
+                    tracing::info!(?cpus, "host thread pinned off the OpenCL CPU workers");
+                }
+            }
+            let weights = Weights::load_placed(
+                g,
+                &cfg,
+                &Placement {
+                    queues: &queues,
+                    layer_card,
+                    keep_gguf: opts.keep_gguf
+                        || std::env::var("STRATA_KEEP_GGUF").is_ok_and(|v| v == "1"),
+                },
+            );
+            stop.store(weights.is_err(), Ordering::Relaxed);
+            // a panic there is re-raised here, as if this thread had built the kernels
+            let kernels = kernels
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            Ok::<_, EngineError>((weights?, kernels?))
+        })?;
         kernels.mat.prepare(&weights.matrix_layouts(&cfg))?;
         if kernels.fold_norms && kernels.fused && opts.act_round {
             // the modules of the folded projections (Wo, Wdown), built now rather than in the
