@@ -192,6 +192,19 @@ impl Context {
         source: &KernelSource,
         options: &[&str],
     ) -> Result<(Module, CacheOutcome)> {
+        self.through_cache(cache, source, options, || {
+            self.build(source.name, source.text, options)
+        })
+    }
+
+    /// `build_cached` with `build` as the source build (run on a miss or a damaged entry).
+    fn through_cache(
+        &self,
+        cache: &BinaryCache,
+        source: &KernelSource,
+        options: &[&str],
+        build: impl FnOnce() -> Result<Module>,
+    ) -> Result<(Module, CacheOutcome)> {
         let t0 = Instant::now();
         let key = BinaryCache::key(self, source, options);
         let damaged = match cache.read(&key) {
@@ -215,7 +228,7 @@ impl Context {
                 ),
             );
         }
-        let m = self.build(source.name, source.text, options)?;
+        let mut m = build()?;
         let stored = m.export().and_then(|bytes| {
             cache.write(&key, &bytes).map_err(|e| {
                 SyclError::invalid(
@@ -229,7 +242,6 @@ impl Context {
             (Ok(()), None) => CacheOutcome::Stored,
             (Err(e), _) => CacheOutcome::NotStored(e.to_string()),
         };
-        let mut m = m;
         m.build_time = t0.elapsed();
         Ok((m, outcome))
     }
@@ -255,13 +267,19 @@ impl Context {
         }
         // (dropped on an error: the failed build is no longer "in progress" nor counted)
         let building = Building::start(source.name, &key.1);
-        let before = disk_cache_files();
+        // the runtime's cache files before a source build (counted only for one: a binary
+        // cache hit needs no walk of that directory)
+        let mut before = None;
+        let mut source_build = || {
+            before = disk_cache_files();
+            self.build(source.name, source.text, options)
+        };
         let (m, outcome) = match self.binary_cache() {
             Some(cache) => {
-                let (m, outcome) = self.build_cached(&cache, source, options)?;
+                let (m, outcome) = self.through_cache(&cache, source, options, source_build)?;
                 (m, Some(outcome))
             }
-            None => (self.build(source.name, source.text, options)?, None),
+            None => (source_build()?, None),
         };
         if let Some(CacheOutcome::NotStored(why)) = &outcome {
             tracing::debug!(module = source.name, "kernel binary not cached: {why}");
