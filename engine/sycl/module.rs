@@ -231,6 +231,15 @@ impl Context {
         let mut m = build()?;
         let stored = m.export().and_then(|bytes| {
             cache.write(&key, &bytes).map_err(|e| {
+                // said once a process: every later start compiles until it is fixed
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    eprintln!(
+                        "strata: kernel cache {} cannot store ({e}); kernels are compiled on \
+                         every start",
+                        cache.dir().display()
+                    )
+                });
                 SyclError::invalid(
                     "kernel cache store",
                     format!("{}: {e}", cache.path(&key).display()),
