@@ -27,6 +27,8 @@ struct Engine {
 #[derive(Default, Clone)]
 struct Start {
     total_ms: f64,
+    /// of which the old engine's exit (restarts only)
+    exit_ms: f64,
     load_ms: f64,
     stages: Vec<(String, f64)>,
 }
@@ -140,9 +142,13 @@ fn restarts(model: &Path, envs: &[(&str, &str)], n: usize) -> Vec<Start> {
     for _ in 0..n {
         let t0 = Instant::now();
         running.shutdown();
+        let exit_ms = t0.elapsed().as_secs_f64() * 1e3;
         let mut e = spawn(envs);
         let _hello = e.next();
-        out.push(e.load(model, t0));
+        out.push(Start {
+            exit_ms,
+            ..e.load(model, t0)
+        });
         running = e;
     }
     running.shutdown();
@@ -170,9 +176,10 @@ fn row(name: &str, starts: &[Start]) {
         .map(|s| format!("{:.0}", s.total_ms))
         .collect();
     println!(
-        "| {name} | {:.0} ({}) | {:.0} | {:.0} | {:.0} |",
+        "| {name} | {:.0} ({}) | {:.0} | {:.0} | {:.0} | {:.0} |",
         m(&|s| s.total_ms),
         all.join(" / "),
+        m(&|s| s.exit_ms),
         m(&|s| s.load_ms),
         m(&|s| s.stage_ms("weights+kernels")),
         m(&|s| s.stage_ms("warmup")),
@@ -271,8 +278,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         loadavg(),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    println!("| kernels | restart ms | load_ms | weights+kernels ms | warmup ms |");
-    println!("| --- | ---: | ---: | ---: | ---: |");
+    println!(
+        "| kernels | restart ms | old engine's exit ms | load_ms | weights+kernels ms | warmup ms |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
     row(
         "SYCL compiler + runtime disk cache (STRATA_KERNEL_CACHE=0, before)",
         &restarts(&model, &[("STRATA_KERNEL_CACHE", "0")], n),
