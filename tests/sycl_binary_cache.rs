@@ -189,7 +189,7 @@ fn a_damaged_entry_is_rebuilt_and_bad_bytes_are_an_error() {
         assert_eq!(reduce(&m, &q, &x, 8).1.to_bits(), want.1.to_bits());
         assert_eq!(
             entries(tmp.path()),
-            [name.clone()],
+            std::slice::from_ref(&name),
             "no temporary file left"
         );
     }
