@@ -201,6 +201,8 @@ const GEMMA3_NLL: [&str; 2] = [
     "511 tokens scored in 1 chunks of 512: mean NLL 2.9596, perplexity 19.2893",
     "511 tokens scored in 1 chunks of 512: mean NLL 2.9589, perplexity 19.2763",
 ];
+/// Launches at t = 1, 5, 37 rows (`launches`), SmolLM2 then Gemma 3.
+const LAUNCHES: [[usize; 3]; 2] = [[245, 245, 705], [177, 177, 457]];
 
 #[test]
 fn smollm2_greedy_run_is_unchanged() {
@@ -267,4 +269,38 @@ fn the_pins_are_not_of_empty_output() {
     {
         assert_ne!(*m, empty);
     }
+}
+
+/// Kernel launches of one forward of `n` tokens after a 3-token prompt, with the head on its
+/// last row, counted on a profiling queue: the refactor keeps the launch sequences, so the
+/// speed.
+fn launches(env: &str) -> Vec<usize> {
+    let mut e = support::model::engine(env, true, true);
+    [1usize, 5, 37]
+        .iter()
+        .map(|&n| {
+            e.reset();
+            e.forward(&[1, 2, 3], 0, &[2]).expect("prompt");
+            let q = e.queue().clone();
+            q.trace_begin();
+            let toks: Vec<u32> = (0..n as u32).map(|i| 4 + i).collect();
+            let rows: Vec<usize> = (0..n).collect();
+            e.forward(&toks, 3, &rows).expect("step");
+            q.trace_end()
+                .expect("trace")
+                .iter()
+                .map(|k| k.launches)
+                .sum()
+        })
+        .collect()
+}
+
+#[test]
+fn launches_per_step_are_unchanged() {
+    let got = [
+        launches("STRATA_MODEL_SMOLLM2"),
+        launches("STRATA_MODEL_GEMMA3"),
+    ];
+    println!("launches at t = 1, 5, 37 (smollm2, gemma3): {got:?}");
+    assert_eq!(got, LAUNCHES, "launches per step");
 }
