@@ -17,7 +17,7 @@ use strata::kernels::norm_q8::NormQ8;
 use strata::kernels::rope::{Rope, RopeMode, RopeTable};
 use strata::kernels::rope_kv::{QkNorm, RopeKv, RopeKvShape};
 use strata::kernels::softmax::Softmax;
-use strata::model::actq::{ActQ, ActRound};
+use strata::kernels::actq::{ActQ, ActRound};
 use strata::sycl::{Card, Context, Queue, Result};
 
 const RUNS: usize = 15;

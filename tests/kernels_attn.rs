@@ -276,7 +276,7 @@ fn attention_argument_errors() {
 
 #[test]
 fn rounded_output_is_bitwise_attention_then_actq() {
-    use strata::model::actq::{ActQ, ActRound};
+    use strata::kernels::actq::{ActQ, ActRound};
     let (ctx, q) = setup();
     let mut rng = rng("attention_rounded");
     let actq = ActQ::new(&ctx).unwrap();

@@ -3,7 +3,7 @@
 
 mod support;
 use strata::kernels::{matrix_ref, QuantMatrix, XStage};
-use strata::model::actq::ActQ;
+use strata::kernels::actq::ActQ;
 use strata::quant::type_id;
 use support::matrix::*;
 

@@ -22,6 +22,7 @@ pub use xstage::XStage;
 // Float kernels (embedding, norms, RoPE, KV cache, attention, softmax, element-wise), and the
 // fused ones around the matrix products (norm_q8, glu_q8: + activation rounding; rope_kv).
 pub mod act;
+pub mod actq;
 pub mod attn;
 pub mod attn_prefill;
 pub mod embed;

@@ -10,7 +10,7 @@
 //! "Layer split across cards"). The kernels are the same on every card, so the logits are bitwise
 //! those of one card.
 
-use super::actq::{ActQ, ActRound};
+use crate::kernels::actq::{ActQ, ActRound};
 use super::config::ModelConfig;
 use super::weights::{DeviceMemory, LayerWeights, Placement, Weights};
 use super::{gemma3, llama, EngineError};

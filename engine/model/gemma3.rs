@@ -6,7 +6,7 @@
 //!   h = norm(x) * ffn_norm; x += norm(Wdown (gelu_tanh(Wgate h) * Wup h)) * post_ffw_norm.
 //! GGUF norm weights already hold Gemma's (1 + w).
 
-use super::actq::ActRound;
+use crate::kernels::actq::ActRound;
 use super::engine::{LayerCtx, Scratch};
 use super::EngineError;
 use crate::kernels::glu_q8::Glu;

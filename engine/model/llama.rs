@@ -3,7 +3,7 @@
 //!   store k, v (f16); att = attention(q); x += Wo att;
 //!   h = norm(x) * ffn_norm; x += Wdown (silu(Wgate h) * Wup h).
 
-use super::actq::ActRound;
+use crate::kernels::actq::ActRound;
 use super::engine::{LayerCtx, Scratch};
 use super::EngineError;
 use crate::kernels::glu_q8::Glu;

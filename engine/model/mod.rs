@@ -1,7 +1,6 @@
 //! Models: the per-file configuration (`config`), the weights on the device (`weights`), the
 //! per-architecture layers (`llama`, `gemma3`) and the one engine loop they run in (`engine`).
 
-pub mod actq;
 pub mod config;
 pub mod engine;
 mod gemma3;

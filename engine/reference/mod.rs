@@ -9,7 +9,7 @@ mod llama;
 pub mod ops;
 
 use crate::gguf::{Arch, Gguf};
-use crate::model::actq::{self, ActRound};
+use crate::kernels::actq::{self, ActRound};
 use crate::model::config::{names, ModelConfig};
 use ops::Mat;
 
