@@ -9,6 +9,7 @@
 use half::f16;
 use std::time::Instant;
 use strata::kernels::act::Elementwise;
+use strata::kernels::actq::{ActQ, ActRound};
 use strata::kernels::attn::Attention;
 use strata::kernels::glu_q8::{Glu, GluQ8};
 use strata::kernels::kv::KvStore;
@@ -17,7 +18,6 @@ use strata::kernels::norm_q8::NormQ8;
 use strata::kernels::rope::{Rope, RopeMode, RopeTable};
 use strata::kernels::rope_kv::{QkNorm, RopeKv, RopeKvShape};
 use strata::kernels::softmax::Softmax;
-use strata::kernels::actq::{ActQ, ActRound};
 use strata::sycl::{Card, Context, Queue, Result};
 
 const RUNS: usize = 15;

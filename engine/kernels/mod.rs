@@ -1,7 +1,6 @@
 //! Compute kernel families: Rust launchers and f64 references beside the SYCL sources in
 //! `sycl/kernels/` (one file per family). See docs/kernels.md.
 
-pub mod flag_env;
 pub mod ktiled;
 pub mod matmul;
 pub mod matmul_tile;

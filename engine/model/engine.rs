@@ -10,12 +10,12 @@
 //! "Layer split across cards"). The kernels are the same on every card, so the logits are bitwise
 //! those of one card.
 
-use crate::kernels::actq::{ActQ, ActRound};
 use super::config::ModelConfig;
 use super::weights::{DeviceMemory, LayerWeights, Placement, Weights};
 use super::{gemma3, llama, EngineError};
 use crate::gguf::{Arch, Gguf};
 use crate::kernels::act::Elementwise;
+use crate::kernels::actq::{ActQ, ActRound};
 use crate::kernels::attn_prefill::AttnDispatch;
 use crate::kernels::embed::Embed;
 use crate::kernels::glu_q8::GluQ8;
@@ -916,8 +916,7 @@ impl Engine {
             &Placement {
                 queues: &queues,
                 layer_card,
-                keep_gguf: opts.keep_gguf
-                    || std::env::var("STRATA_KEEP_GGUF").is_ok_and(|v| v == "1"),
+                keep_gguf: opts.keep_gguf || crate::flags::on(crate::flags::table::KEEP_GGUF),
             },
         )?;
         // the prompt path's register tile: the device's, unless STRATA_MATMUL_TILE forces one
@@ -941,8 +940,8 @@ impl Engine {
             actq: ActQ::new(&ctx)?,
             act_round: opts.act_round,
             fused: true,
-            xstage: std::env::var("STRATA_XSTAGE").map_or(true, |v| v != "0"),
-            fold_norms: std::env::var("STRATA_FOLD_NORMS").map_or(true, |v| v != "0"),
+            xstage: crate::flags::on(crate::flags::table::XSTAGE),
+            fold_norms: crate::flags::on(crate::flags::table::FOLD_NORMS),
             norm_q8: NormQ8::new(&ctx)?,
             glu_q8: GluQ8::new(&ctx)?,
             rope_kv: RopeKv::new(&ctx)?,

@@ -6,9 +6,9 @@
 //!   h = norm(x) * ffn_norm; x += norm(Wdown (gelu_tanh(Wgate h) * Wup h)) * post_ffw_norm.
 //! GGUF norm weights already hold Gemma's (1 + w).
 
-use crate::kernels::actq::ActRound;
 use super::engine::{LayerCtx, Scratch};
 use super::EngineError;
+use crate::kernels::actq::ActRound;
 use crate::kernels::glu_q8::Glu;
 
 fn need<'a, T>(v: &'a Option<T>, il: usize, what: &str) -> Result<&'a T, EngineError> {

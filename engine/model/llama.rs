@@ -3,9 +3,9 @@
 //!   store k, v (f16); att = attention(q); x += Wo att;
 //!   h = norm(x) * ffn_norm; x += Wdown (silu(Wgate h) * Wup h).
 
-use crate::kernels::actq::ActRound;
 use super::engine::{LayerCtx, Scratch};
 use super::EngineError;
+use crate::kernels::actq::ActRound;
 use crate::kernels::glu_q8::Glu;
 
 /// Returns true when the layer also wrote the next layer's input norm (`LayerCtx::next`): the
