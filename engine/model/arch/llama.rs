@@ -1,0 +1,36 @@
+//! llama (SmolLM2): pre-norm layers, the residual one vector per token;
+//!   x += Wo attention(rope(Wq h), rope(Wk h), Wv h), h = rms_norm(x) * attn_norm;
+//!   x += Wdown (silu(Wgate h) * Wup h),                h = rms_norm(x) * ffn_norm.
+//! RoPE on pairs (2i, 2i + 1), one base for every layer, full causal attention.
+//! Hyper-parameters: the common ones (gguf/hparams.rs) only.
+
+use crate::gguf::HParams;
+use crate::kernels::glu_q8::Glu;
+use crate::model::config::ArchShape;
+use crate::model::parts::{Attention, Dense, Ffn, Layer, Mixer, Residual, Sub};
+
+pub fn shape(hp: &HParams, n_layer: usize) -> Result<ArchShape, String> {
+    let layer = Layer {
+        mixer: Sub {
+            part: Mixer::Attention(Attention {
+                rope_base: hp.rope_freq_base,
+                window: 0,
+                qk_norm: false,
+            }),
+            post_norm: false,
+        },
+        ffn: Sub {
+            part: Ffn::Dense(Dense {
+                n_ff: hp.feed_forward_length as usize,
+                act: Glu::Silu,
+            }),
+            post_norm: false,
+        },
+    };
+    Ok(ArchShape {
+        residual: Residual::Single,
+        rope_neox: false,
+        embd_scale: 1.0,
+        layers: vec![layer; n_layer],
+    })
+}
