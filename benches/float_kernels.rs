@@ -10,7 +10,7 @@ use half::f16;
 use std::time::Instant;
 use strata::kernels::act::Elementwise;
 use strata::kernels::actq::{ActQ, ActRound};
-use strata::kernels::attn::Attention;
+use strata::kernels::attn::{Attention, AttnCall};
 use strata::kernels::glu_q8::{Glu, GluQ8};
 use strata::kernels::kv::KvStore;
 use strata::kernels::norm::Norm;
@@ -72,9 +72,20 @@ fn main() -> Result<()> {
             let qd = filled(t * nh * hd, 0.1)?;
             let out = q.alloc::<f32>(t * nh * hd)?;
             let us = median_us(q, || {
-                attn.run(
-                    q, &qd, &kc, &vc, &pd, &out, t, nh, nkv, n_ctx, window, 0.125,
-                )
+                let call = AttnCall {
+                    qrows: &qd,
+                    kc: &kc,
+                    vc: &vc,
+                    pos: &pd,
+                    out: &out,
+                    t,
+                    n_head: nh,
+                    n_kv_head: nkv,
+                    n_ctx,
+                    window,
+                    scale: 0.125,
+                };
+                attn.run(q, &call)
             })?;
             let keys = if window > 0 {
                 (p0 as usize + 1).min(window)

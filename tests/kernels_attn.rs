@@ -7,7 +7,7 @@ use half::f16;
 use kernels_common::*;
 use rand::rngs::StdRng;
 use rand::Rng;
-use strata::kernels::attn::{self, Attention};
+use strata::kernels::attn::{self, Attention, AttnCall};
 use strata::kernels::XStage;
 use strata::sycl::{DeviceBuffer, Queue};
 
@@ -22,6 +22,30 @@ struct Case {
 impl Case {
     fn scale(&self) -> f32 {
         1.0 / (self.hd as f32).sqrt()
+    }
+    /// The call of this case's shape on these buffers for `t` rows.
+    fn call<'a>(
+        &self,
+        qrows: &'a DeviceBuffer<f32>,
+        kc: &'a DeviceBuffer<f16>,
+        vc: &'a DeviceBuffer<f16>,
+        pos: &'a DeviceBuffer<i32>,
+        out: &'a DeviceBuffer<f32>,
+        t: usize,
+    ) -> AttnCall<'a> {
+        AttnCall {
+            qrows,
+            kc,
+            vc,
+            pos,
+            out,
+            t,
+            n_head: self.n_head,
+            n_kv_head: self.n_kv,
+            n_ctx: self.n_ctx,
+            window: self.window,
+            scale: self.scale(),
+        }
     }
     fn cache(&self, rng: &mut StdRng) -> Vec<f16> {
         (0..self.n_kv * self.n_ctx * self.hd)
@@ -43,21 +67,7 @@ fn run(
     let t = pos.len();
     let (qd, pd) = (q.upload(qrows).unwrap(), q.upload(pos).unwrap());
     let out = q.alloc::<f32>(t * c.n_head * c.hd).unwrap();
-    k.run(
-        q,
-        &qd,
-        kc,
-        vc,
-        &pd,
-        &out,
-        t,
-        c.n_head,
-        c.n_kv,
-        c.n_ctx,
-        c.window,
-        c.scale(),
-    )
-    .unwrap();
+    k.run(q, &c.call(&qd, kc, vc, &pd, &out, t)).unwrap();
     q.to_vec(&out).unwrap()
 }
 
@@ -262,15 +272,22 @@ fn attention_argument_errors() {
     let qd = q.alloc::<f32>(9 * 64).unwrap();
     let kc = q.alloc::<f16>(3 * 16 * 64).unwrap();
     let pd = q.upload(&[0i32]).unwrap();
-    let e = k
-        .run(&q, &qd, &kc, &kc, &pd, &qd, 1, 9, 4, 16, 0, 0.125)
-        .unwrap_err()
-        .to_string();
+    let call = |n_kv_head, n_ctx| AttnCall {
+        qrows: &qd,
+        kc: &kc,
+        vc: &kc,
+        pos: &pd,
+        out: &qd,
+        t: 1,
+        n_head: 9,
+        n_kv_head,
+        n_ctx,
+        window: 0,
+        scale: 0.125,
+    };
+    let e = k.run(&q, &call(4, 16)).unwrap_err().to_string();
     assert!(e.contains("not a multiple of n_kv_head"), "{e}");
-    let e = k
-        .run(&q, &qd, &kc, &kc, &pd, &qd, 1, 9, 3, 32, 0, 0.125)
-        .unwrap_err()
-        .to_string();
+    let e = k.run(&q, &call(3, 32)).unwrap_err().to_string();
     assert!(e.contains("k cache"), "{e}");
 }
 
@@ -305,11 +322,8 @@ fn rounded_output_is_bitwise_attention_then_actq() {
                     q.alloc::<f32>(n).unwrap(),
                     q.alloc::<f32>(n).unwrap(),
                 );
-                let a = (t, c.n_head, c.n_kv, c.n_ctx, c.window, c.scale());
-                k.run(
-                    &q, &qrows, &kc, &vc, &pos, &plain, a.0, a.1, a.2, a.3, a.4, a.5,
-                )
-                .unwrap();
+                k.run(&q, &c.call(&qrows, &kc, &vc, &pos, &plain, t))
+                    .unwrap();
                 // the output also staged for Wo (xstage.rs; blocks of 256: the integer
                 // records): bitwise act_q8_32's / act_q8_256's
                 let nan = vec![f32::NAN; XStage::floats(n)];
@@ -328,10 +342,8 @@ fn rounded_output_is_bitwise_attention_then_actq() {
                 } else {
                     actq.run(&q, mode, &plain, &want, n).unwrap();
                 }
-                k.run_rounded(
-                    &q, &qrows, &kc, &vc, &pos, &rounded, a.0, a.1, a.2, a.3, a.4, a.5, block, st,
-                )
-                .unwrap();
+                let call = c.call(&qrows, &kc, &vc, &pos, &rounded, t);
+                k.run_rounded(&q, &call, block, st).unwrap();
                 let label = format!("hd {} block {block} t {t} pos {p0}", c.hd);
                 let (got, want) = (q.to_vec(&rounded).unwrap(), q.to_vec(&want).unwrap());
                 assert_bitwise(&label, &got, &want);

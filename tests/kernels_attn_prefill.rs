@@ -8,7 +8,7 @@ use half::f16;
 use kernels_common::*;
 use rand::rngs::StdRng;
 use rand::Rng;
-use strata::kernels::attn::{self, Attention};
+use strata::kernels::attn::{self, Attention, AttnCall};
 use strata::kernels::attn_prefill::AttnPrefill;
 use strata::sycl::{DeviceBuffer, Queue};
 
@@ -24,6 +24,30 @@ struct Case {
 impl Case {
     fn scale(&self) -> f32 {
         1.0 / (self.hd as f32).sqrt()
+    }
+    /// The call of this case's shape on these buffers for `t` rows.
+    fn call<'a>(
+        &self,
+        qrows: &'a DeviceBuffer<f32>,
+        kc: &'a DeviceBuffer<f16>,
+        vc: &'a DeviceBuffer<f16>,
+        pos: &'a DeviceBuffer<i32>,
+        out: &'a DeviceBuffer<f32>,
+        t: usize,
+    ) -> AttnCall<'a> {
+        AttnCall {
+            qrows,
+            kc,
+            vc,
+            pos,
+            out,
+            t,
+            n_head: self.n_head,
+            n_kv_head: self.n_kv,
+            n_ctx: self.n_ctx,
+            window: self.window,
+            scale: self.scale(),
+        }
     }
     fn cache(&self, rng: &mut StdRng) -> Vec<f16> {
         (0..self.n_kv * self.n_ctx * self.hd)
@@ -72,21 +96,7 @@ fn run_prefill(
     let t = pos.len();
     let (qd, pd) = (q.upload(qrows).unwrap(), q.upload(pos).unwrap());
     let out = q.alloc::<f32>(t * c.n_head * c.hd).unwrap();
-    k.run(
-        q,
-        &qd,
-        kc,
-        vc,
-        &pd,
-        &out,
-        t,
-        c.n_head,
-        c.n_kv,
-        c.n_ctx,
-        c.window,
-        c.scale(),
-    )
-    .unwrap();
+    k.run(q, &c.call(&qd, kc, vc, &pd, &out, t)).unwrap();
     q.to_vec(&out).unwrap()
 }
 
@@ -187,21 +197,7 @@ fn prefill_agrees_with_decode_kernel() {
         let got = run_prefill(&q, &pk, c, &qrows, &kc, &vc, &pos);
         let (qd, pd) = (q.upload(&qrows).unwrap(), q.upload(&pos).unwrap());
         let out = q.alloc::<f32>(t * c.n_head * c.hd).unwrap();
-        dk.run(
-            &q,
-            &qd,
-            &kc,
-            &vc,
-            &pd,
-            &out,
-            t,
-            c.n_head,
-            c.n_kv,
-            c.n_ctx,
-            c.window,
-            c.scale(),
-        )
-        .unwrap();
+        dk.run(&q, &c.call(&qd, &kc, &vc, &pd, &out, t)).unwrap();
         let dec: Vec<f64> = q.to_vec(&out).unwrap().iter().map(|&v| v as f64).collect();
         check_nmse(
             &format!("prefill vs decode kernel {}", c.name),

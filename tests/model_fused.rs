@@ -146,10 +146,36 @@ fn check_plan(env: &str) {
     let plain = run(&mut e);
     let none = Plan::plain(true);
     let cases = [
-        ("fused", Plan { fused: true, ..none }),
-        ("group", Plan { group: true, ..none }),
-        ("fused + xstage", Plan { fused: true, xstage: true, ..none }),
-        ("fused + fold_norms", Plan { fused: true, fold_norms: true, ..none }),
+        (
+            "fused",
+            Plan {
+                fused: true,
+                ..none
+            },
+        ),
+        (
+            "group",
+            Plan {
+                group: true,
+                ..none
+            },
+        ),
+        (
+            "fused + xstage",
+            Plan {
+                fused: true,
+                xstage: true,
+                ..none
+            },
+        ),
+        (
+            "fused + fold_norms",
+            Plan {
+                fused: true,
+                fold_norms: true,
+                ..none
+            },
+        ),
         ("all (the default)", all),
     ];
     for (what, plan) in cases {

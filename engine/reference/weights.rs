@@ -76,14 +76,14 @@ pub fn matrix(g: &Gguf, name: &str, n_out: usize, n_in: usize, round: bool) -> R
 pub fn layer(g: &Gguf, c: &ModelConfig, il: usize, round: bool) -> Result<RefLayer> {
     let n = |w: &str| names::blk(il, w);
     let lc = &c.layers[il];
-    let (e, hd, q, kv) = (c.n_embd, c.head_dim, c.q_dim(), c.kv_dim());
+    let (e, hd, qd, kv) = (c.n_embd, c.head_dim, c.q_dim(), c.kv_dim());
     let post = |on: bool, w: &str| on.then(|| vector(g, &n(w), e)).transpose();
     let mixer = match &lc.mixer.part {
         Mixer::Attention(a) => RefMixer::Attention(RefAttn {
-            wq: matrix(g, &n("attn_q"), q, e, round)?,
+            wq: matrix(g, &n("attn_q"), qd, e, round)?,
             wk: matrix(g, &n("attn_k"), kv, e, round)?,
             wv: matrix(g, &n("attn_v"), kv, e, round)?,
-            wo: matrix(g, &n("attn_output"), e, q, round)?,
+            wo: matrix(g, &n("attn_output"), e, qd, round)?,
             qk_norm: match a.qk_norm {
                 true => Some((
                     vector(g, &n("attn_q_norm"), hd)?,

@@ -8,6 +8,7 @@
 use super::scratch::Scratch;
 use super::{products, Input, LayerCtx, Pending, Slot, Src};
 use crate::kernels::actq::ActRound;
+use crate::kernels::attn::AttnCall;
 use crate::kernels::rope::RopeMode;
 use crate::kernels::rope_kv::{QkNorm, RopeKvShape};
 use crate::kernels::XStage;
@@ -95,46 +96,32 @@ fn rope_store_attend(
         let (hd, eps) = (c.head_dim, c.rms_eps);
         if let Some((q_w, k_w)) = qk_norm {
             k.norm.rms_norm(q, &s.q, q_w, &s.q, t * c.n_head, hd, eps)?;
-            k.norm.rms_norm(q, &s.k, k_w, &s.k, t * c.n_kv_head, hd, eps)?;
+            k.norm
+                .rms_norm(q, &s.k, k_w, &s.k, t * c.n_kv_head, hd, eps)?;
         }
         k.rope.run(q, mode, &s.q, &s.pos, l.rope, t, c.n_head, hd)?;
-        k.rope.run(q, mode, &s.k, &s.pos, l.rope, t, c.n_kv_head, hd)?;
-        k.kv
-            .run(q, &s.k, &s.v, kc, vc, &s.pos, t, c.n_kv_head, hd, n_ctx)?;
+        k.rope
+            .run(q, mode, &s.k, &s.pos, l.rope, t, c.n_kv_head, hd)?;
+        k.kv.run(q, &s.k, &s.v, kc, vc, &s.pos, t, c.n_kv_head, hd, n_ctx)?;
     }
-    let window = spec.window;
-    if let Some(m) = round.filter(|m| k.attn.can_round(t, c.n_head, m.block())) {
-        k.attn.decode.run_rounded(
-            q,
-            &s.q,
-            kc,
-            vc,
-            &s.pos,
-            &s.xq,
-            t,
-            c.n_head,
-            c.n_kv_head,
-            n_ctx,
-            window,
-            c.attn_scale,
-            m.block(),
-            st,
-        )?;
-        return Ok(Some(m));
-    }
-    k.attn.run(
-        q,
-        &s.q,
+    let mut call = AttnCall {
+        qrows: &s.q,
         kc,
         vc,
-        &s.pos,
-        &s.att,
+        pos: &s.pos,
+        out: &s.att,
         t,
-        c.n_head,
-        c.n_kv_head,
+        n_head: c.n_head,
+        n_kv_head: c.n_kv_head,
         n_ctx,
-        window,
-        c.attn_scale,
-    )?;
+        window: spec.window,
+        scale: c.attn_scale,
+    };
+    if let Some(m) = round.filter(|m| k.attn.can_round(t, c.n_head, m.block())) {
+        call.out = &s.xq;
+        k.attn.decode.run_rounded(q, &call, m.block(), st)?;
+        return Ok(Some(m));
+    }
+    k.attn.run(q, &call)?;
     Ok(None)
 }

@@ -20,9 +20,10 @@ pub fn norm_rows(
     t: usize,
 ) -> Result<(), EngineError> {
     match c.residual {
-        Residual::Single => k
-            .norm
-            .rms_norm(q, &s.x, &w.output_norm, &s.h, t, c.n_embd, c.rms_eps)?,
+        Residual::Single => {
+            k.norm
+                .rms_norm(q, &s.x, &w.output_norm, &s.h, t, c.n_embd, c.rms_eps)?
+        }
     }
     Ok(())
 }

@@ -58,8 +58,8 @@ impl Kernels {
     pub fn mul_same_x(
         &self,
         q: &Queue,
-        x: &DeviceBuffer<f32>,  // (t, n_in)
-        xq: &DeviceBuffer<f32>, // (>= t * n_in) rounding scratch
+        x: &DeviceBuffer<f32>,                              // (t, n_in)
+        xq: &DeviceBuffer<f32>,                             // (>= t * n_in) rounding scratch
         outs: &mut [(&WeightView, &mut DeviceBuffer<f32>)], // (n_out, n_in), (t, n_out)
         t: usize,
     ) -> Result<(), EngineError> {

@@ -20,8 +20,17 @@ pub fn read(l: &LayerCtx, s: &Scratch, r: &Read) -> Result<Input, EngineError> {
     let ws: Vec<&WeightView> = r.consumers.iter().collect();
     if let Some(m) = k.plan.fused_round(&ws) {
         let st = k.stage(&s.xst, m, &ws, t, c.n_embd);
-        k.norm_q8
-            .rms_norm(q, &s.x, r.norm, &s.xq, t, c.n_embd, c.rms_eps, m.block(), st)?;
+        k.norm_q8.rms_norm(
+            q,
+            &s.x,
+            r.norm,
+            &s.xq,
+            t,
+            c.n_embd,
+            c.rms_eps,
+            m.block(),
+            st,
+        )?;
         return Ok(Input::Rounded(m));
     }
     k.norm

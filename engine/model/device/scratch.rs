@@ -9,16 +9,16 @@ use crate::sycl::{DeviceBuffer, Queue};
 
 pub struct Scratch {
     pub rows: usize,
-    pub x: DeviceBuffer<f32>,    // (rows, residual width) the residual stream
-    pub h: DeviceBuffer<f32>,    // (rows, n_embd) a part's normed input (the plain read)
-    pub q: DeviceBuffer<f32>,    // (rows, n_head * head_dim)
-    pub k: DeviceBuffer<f32>,    // (rows, n_kv_head * head_dim)
-    pub v: DeviceBuffer<f32>,    // (rows, n_kv_head * head_dim)
-    pub att: DeviceBuffer<f32>,  // (rows, n_head * head_dim)
-    pub o: DeviceBuffer<f32>,    // (rows, n_embd) a part's output
+    pub x: DeviceBuffer<f32>,   // (rows, residual width) the residual stream
+    pub h: DeviceBuffer<f32>,   // (rows, n_embd) a part's normed input (the plain read)
+    pub q: DeviceBuffer<f32>,   // (rows, n_head * head_dim)
+    pub k: DeviceBuffer<f32>,   // (rows, n_kv_head * head_dim)
+    pub v: DeviceBuffer<f32>,   // (rows, n_kv_head * head_dim)
+    pub att: DeviceBuffer<f32>, // (rows, n_head * head_dim)
+    pub o: DeviceBuffer<f32>,   // (rows, n_embd) a part's output
     pub gate: DeviceBuffer<f32>, // (rows, max n_ff)
-    pub up: DeviceBuffer<f32>,   // (rows, max n_ff)
-    pub xq: DeviceBuffer<f32>,   // (rows, max(n_embd, q_dim, n_ff)) rounded matmul input
+    pub up: DeviceBuffer<f32>,  // (rows, max n_ff)
+    pub xq: DeviceBuffer<f32>,  // (rows, max(n_embd, q_dim, n_ff)) rounded matmul input
     /// xq's stage (xstage.rs) for up to MMVQ_MAX_T rows: (min(rows, 8) * width * 33 / 32)
     pub xst: DeviceBuffer<f32>,
     pub ids: DeviceBuffer<i32>, // (rows)
@@ -26,10 +26,10 @@ pub struct Scratch {
     /// (1) the arrival counter of the launches with a norm folded in (`NormTail`): zero
     /// between launches
     pub arrivals: DeviceBuffer<u32>,
-    pub sel1: DeviceBuffer<f32>,    // (1, n_embd) the row the head runs on when one is wanted
-    pub sel: DeviceBuffer<f32>,     // (LOGIT_ROWS, n_embd)
+    pub sel1: DeviceBuffer<f32>, // (1, n_embd) the row the head runs on when one is wanted
+    pub sel: DeviceBuffer<f32>,  // (LOGIT_ROWS, n_embd)
     pub logits1: DeviceBuffer<f32>, // (1, n_vocab)
-    pub logits: DeviceBuffer<f32>,  // (LOGIT_ROWS, n_vocab)
+    pub logits: DeviceBuffer<f32>, // (LOGIT_ROWS, n_vocab)
     pub bytes: usize,
 }
 

@@ -54,12 +54,7 @@ impl<'w> Part<'w> {
     }
 
     /// The part from its input to its pending last product.
-    fn run(
-        self,
-        l: &LayerCtx,
-        s: &mut Scratch,
-        input: Input,
-    ) -> Result<Pending<'w>, EngineError> {
+    fn run(self, l: &LayerCtx, s: &mut Scratch, input: Input) -> Result<Pending<'w>, EngineError> {
         let lc = &l.cfg.layers[l.il];
         match self {
             Part::Mixer(m) => match &m.part {

@@ -30,11 +30,7 @@ fn decl(name: String, dims: &[usize], words: &'static str) -> TensorDecl {
 /// The tensors outside the layers: the embedding, the residual's output read, the head.
 pub fn model(c: &ModelConfig) -> Vec<TensorDecl> {
     let (e, v) = (c.n_embd, c.n_vocab);
-    let mut out = vec![decl(
-        names::TOKEN_EMBD.into(),
-        &[e, v],
-        "[n_embd, n_vocab]",
-    )];
+    let mut out = vec![decl(names::TOKEN_EMBD.into(), &[e, v], "[n_embd, n_vocab]")];
     match c.residual {
         Residual::Single => out.push(decl(names::OUTPUT_NORM.into(), &[e], "[n_embd]")),
     }
@@ -78,9 +74,17 @@ pub fn layer(c: &ModelConfig, il: usize, l: &Layer) -> Vec<TensorDecl> {
             let (x, f) = (m.n_expert, m.n_ff);
             out.extend([
                 decl(n("ffn_gate_inp"), &[e, x], "[n_embd, n_expert]"),
-                decl(n("ffn_gate_exps"), &[e, f, x], "[n_embd, n_ff_exp, n_expert]"),
+                decl(
+                    n("ffn_gate_exps"),
+                    &[e, f, x],
+                    "[n_embd, n_ff_exp, n_expert]",
+                ),
                 decl(n("ffn_up_exps"), &[e, f, x], "[n_embd, n_ff_exp, n_expert]"),
-                decl(n("ffn_down_exps"), &[f, e, x], "[n_ff_exp, n_embd, n_expert]"),
+                decl(
+                    n("ffn_down_exps"),
+                    &[f, e, x],
+                    "[n_ff_exp, n_embd, n_expert]",
+                ),
             ]);
             if let Some(s) = m.shared_ff {
                 out.extend([

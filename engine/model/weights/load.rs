@@ -123,7 +123,9 @@ impl Loader<'_> {
             }),
         };
         let ffn = match &lc.ffn.part {
-            Ffn::Dense(Dense { n_ff, .. }) => FfnWeights::Dense(self.dense(card, il, "", *n_ff, e)?),
+            Ffn::Dense(Dense { n_ff, .. }) => {
+                FfnWeights::Dense(self.dense(card, il, "", *n_ff, e)?)
+            }
             Ffn::Moe(m) => FfnWeights::Moe(MoeWeights {
                 router: self.matrix(card, &n("ffn_gate_inp"), m.n_expert, e)?,
                 gate: self.matrix(card, &n("ffn_gate_exps"), m.n_expert * m.n_ff, e)?,
