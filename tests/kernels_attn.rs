@@ -4,61 +4,17 @@
 //! combine launch is bitwise attention then `ActQ`.
 mod kernels_common;
 use half::f16;
+use kernels_common::attn::AttnCase;
 use kernels_common::*;
-use rand::rngs::StdRng;
-use rand::Rng;
 use strata::kernels::attn::{self, Attention, AttnCall};
 use strata::kernels::XStage;
 use strata::sycl::{DeviceBuffer, Queue};
-
-struct Case {
-    n_head: usize,
-    n_kv: usize,
-    hd: usize,
-    n_ctx: usize,
-    window: usize,
-}
-
-impl Case {
-    fn scale(&self) -> f32 {
-        1.0 / (self.hd as f32).sqrt()
-    }
-    /// The call of this case's shape on these buffers for `t` rows.
-    fn call<'a>(
-        &self,
-        qrows: &'a DeviceBuffer<f32>,
-        kc: &'a DeviceBuffer<f16>,
-        vc: &'a DeviceBuffer<f16>,
-        pos: &'a DeviceBuffer<i32>,
-        out: &'a DeviceBuffer<f32>,
-        t: usize,
-    ) -> AttnCall<'a> {
-        AttnCall {
-            qrows,
-            kc,
-            vc,
-            pos,
-            out,
-            t,
-            n_head: self.n_head,
-            n_kv_head: self.n_kv,
-            n_ctx: self.n_ctx,
-            window: self.window,
-            scale: self.scale(),
-        }
-    }
-    fn cache(&self, rng: &mut StdRng) -> Vec<f16> {
-        (0..self.n_kv * self.n_ctx * self.hd)
-            .map(|_| f16::from_f32(rng.gen_range(-1.0f32..1.0)))
-            .collect()
-    }
-}
 
 #[allow(clippy::too_many_arguments)]
 fn run(
     q: &Queue,
     k: &Attention,
-    c: &Case,
+    c: &AttnCase,
     qrows: &[f32],
     kc: &DeviceBuffer<f16>,
     vc: &DeviceBuffer<f16>,
@@ -71,21 +27,24 @@ fn run(
     q.to_vec(&out).unwrap()
 }
 
-const SMOL: Case = Case {
+const SMOL: AttnCase = AttnCase {
+    name: "SmolLM2",
     n_head: 9,
     n_kv: 3,
     hd: 64,
     n_ctx: 8192,
     window: 0,
 };
-const GEMMA_LOCAL: Case = Case {
+const GEMMA_LOCAL: AttnCase = AttnCase {
+    name: "Gemma local",
     n_head: 4,
     n_kv: 1,
     hd: 256,
     n_ctx: 6000,
     window: 512,
 };
-const GEMMA_GLOBAL: Case = Case {
+const GEMMA_GLOBAL: AttnCase = AttnCase {
+    name: "Gemma global",
     n_head: 4,
     n_kv: 1,
     hd: 256,

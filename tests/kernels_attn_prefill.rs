@@ -5,59 +5,14 @@
 //! of `AttnDispatch` with the decode kernel for t <= 8.
 mod kernels_common;
 use half::f16;
+use kernels_common::attn::AttnCase;
 use kernels_common::*;
-use rand::rngs::StdRng;
-use rand::Rng;
-use strata::kernels::attn::{self, Attention, AttnCall};
+use strata::kernels::attn::{self, Attention};
 use strata::kernels::attn_prefill::AttnPrefill;
 use strata::sycl::{DeviceBuffer, Queue};
 
-struct Case {
-    name: &'static str,
-    n_head: usize,
-    n_kv: usize,
-    hd: usize,
-    n_ctx: usize,
-    window: usize,
-}
-
-impl Case {
-    fn scale(&self) -> f32 {
-        1.0 / (self.hd as f32).sqrt()
-    }
-    /// The call of this case's shape on these buffers for `t` rows.
-    fn call<'a>(
-        &self,
-        qrows: &'a DeviceBuffer<f32>,
-        kc: &'a DeviceBuffer<f16>,
-        vc: &'a DeviceBuffer<f16>,
-        pos: &'a DeviceBuffer<i32>,
-        out: &'a DeviceBuffer<f32>,
-        t: usize,
-    ) -> AttnCall<'a> {
-        AttnCall {
-            qrows,
-            kc,
-            vc,
-            pos,
-            out,
-            t,
-            n_head: self.n_head,
-            n_kv_head: self.n_kv,
-            n_ctx: self.n_ctx,
-            window: self.window,
-            scale: self.scale(),
-        }
-    }
-    fn cache(&self, rng: &mut StdRng) -> Vec<f16> {
-        (0..self.n_kv * self.n_ctx * self.hd)
-            .map(|_| f16::from_f32(rng.gen_range(-1.0f32..1.0)))
-            .collect()
-    }
-}
-
-const CASES: &[Case] = &[
-    Case {
+const CASES: &[AttnCase] = &[
+    AttnCase {
         name: "SmolLM2",
         n_head: 9,
         n_kv: 3,
@@ -65,7 +20,7 @@ const CASES: &[Case] = &[
         n_ctx: 2048,
         window: 0,
     },
-    Case {
+    AttnCase {
         name: "Gemma local",
         n_head: 4,
         n_kv: 1,
@@ -73,7 +28,7 @@ const CASES: &[Case] = &[
         n_ctx: 2048,
         window: 512,
     },
-    Case {
+    AttnCase {
         name: "Gemma global",
         n_head: 4,
         n_kv: 1,
@@ -87,7 +42,7 @@ const CASES: &[Case] = &[
 fn run_prefill(
     q: &Queue,
     k: &AttnPrefill,
-    c: &Case,
+    c: &AttnCase,
     qrows: &[f32],
     kc: &DeviceBuffer<f16>,
     vc: &DeviceBuffer<f16>,
@@ -100,7 +55,7 @@ fn run_prefill(
     q.to_vec(&out).unwrap()
 }
 
-fn reference(c: &Case, qrows: &[f32], kh: &[f16], vh: &[f16], pos: &[i32]) -> Vec<f64> {
+fn reference(c: &AttnCase, qrows: &[f32], kh: &[f16], vh: &[f16], pos: &[i32]) -> Vec<f64> {
     attn::reference(
         qrows,
         kh,

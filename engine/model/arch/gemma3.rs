@@ -9,7 +9,7 @@
 use crate::gguf::HParams;
 use crate::kernels::glu_q8::Glu;
 use crate::model::config::ArchShape;
-use crate::model::parts::{Attention, Dense, Ffn, Layer, Mixer, Residual, Sub};
+use crate::model::parts::{Attention, Dense, Layer, Residual};
 
 pub fn shape(hp: &HParams, n_layer: usize) -> Result<ArchShape, String> {
     let g3 = hp
@@ -29,23 +29,16 @@ pub fn shape(hp: &HParams, n_layer: usize) -> Result<ArchShape, String> {
             } else {
                 (hp.rope_freq_base, 0)
             };
-            Layer {
-                mixer: Sub {
-                    part: Mixer::Attention(Attention {
-                        rope_base,
-                        window,
-                        qk_norm: true,
-                    }),
-                    post_norm: true,
-                },
-                ffn: Sub {
-                    part: Ffn::Dense(Dense {
-                        n_ff: hp.feed_forward_length as usize,
-                        act: Glu::GeluTanh,
-                    }),
-                    post_norm: true,
-                },
-            }
+            let attention = Attention {
+                rope_base,
+                window,
+                qk_norm: true,
+            };
+            let dense = Dense {
+                n_ff: hp.feed_forward_length as usize,
+                act: Glu::GeluTanh,
+            };
+            Layer::attention_dense(attention, dense, true)
         })
         .collect();
     Ok(ArchShape {

@@ -7,30 +7,22 @@
 use crate::gguf::HParams;
 use crate::kernels::glu_q8::Glu;
 use crate::model::config::ArchShape;
-use crate::model::parts::{Attention, Dense, Ffn, Layer, Mixer, Residual, Sub};
+use crate::model::parts::{Attention, Dense, Layer, Residual};
 
 pub fn shape(hp: &HParams, n_layer: usize) -> Result<ArchShape, String> {
-    let layer = Layer {
-        mixer: Sub {
-            part: Mixer::Attention(Attention {
-                rope_base: hp.rope_freq_base,
-                window: 0,
-                qk_norm: false,
-            }),
-            post_norm: false,
-        },
-        ffn: Sub {
-            part: Ffn::Dense(Dense {
-                n_ff: hp.feed_forward_length as usize,
-                act: Glu::Silu,
-            }),
-            post_norm: false,
-        },
+    let attention = Attention {
+        rope_base: hp.rope_freq_base,
+        window: 0,
+        qk_norm: false,
+    };
+    let dense = Dense {
+        n_ff: hp.feed_forward_length as usize,
+        act: Glu::Silu,
     };
     Ok(ArchShape {
         residual: Residual::Single,
         rope_neox: false,
         embd_scale: 1.0,
-        layers: vec![layer; n_layer],
+        layers: vec![Layer::attention_dense(attention, dense, false); n_layer],
     })
 }

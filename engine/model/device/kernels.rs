@@ -2,7 +2,7 @@
 //! picks among them (engine/model/plan/).
 
 use crate::kernels::act::Elementwise;
-use crate::kernels::actq::{ActQ, ActRound};
+use crate::kernels::actq::ActQ;
 use crate::kernels::attn_prefill::AttnDispatch;
 use crate::kernels::embed::Embed;
 use crate::kernels::glu_q8::GluQ8;
@@ -11,10 +11,10 @@ use crate::kernels::norm::Norm;
 use crate::kernels::norm_q8::NormQ8;
 use crate::kernels::rope::Rope;
 use crate::kernels::rope_kv::RopeKv;
-use crate::kernels::{MatrixKernels, WeightView, XStage};
+use crate::kernels::MatrixKernels;
 use crate::model::plan::Plan;
 use crate::model::EngineError;
-use crate::sycl::{Context, DeviceBuffer};
+use crate::sycl::Context;
 
 pub struct Kernels {
     pub mat: MatrixKernels,
@@ -52,17 +52,5 @@ impl Kernels {
             rope_kv: RopeKv::new(ctx)?,
             plan,
         })
-    }
-
-    /// `Plan::stage` on these kernels (the planner's staging decision).
-    pub fn stage<'a>(
-        &self,
-        buf: &'a DeviceBuffer<f32>, // Scratch::xst
-        m: ActRound,
-        ws: &[&WeightView],
-        t: usize,
-        n: usize,
-    ) -> Option<XStage<'a>> {
-        self.plan.stage(&self.mat, buf, m, ws, t, n)
     }
 }

@@ -48,7 +48,7 @@ pub struct LayerCtx<'a> {
 pub enum Input {
     /// f32 rows in s.h: each product rounds them for itself.
     Plain,
-    /// s.xq, rounded with this mode for the products (and staged as `Plan::stage` says).
+    /// s.xq, rounded with this mode for the products (and staged as `Kernels::stage` says).
     Rounded(ActRound),
 }
 
@@ -62,7 +62,7 @@ pub enum Slot {
 /// Where a pending product's input is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Src {
-    /// s.xq, rounded for the product by a fused kernel (staged as `Plan::stage` says).
+    /// s.xq, rounded for the product by a fused kernel (staged as `Kernels::stage` says).
     Rounded(ActRound),
     /// f32 rows; the product rounds them itself.
     Raw(Slot),

@@ -11,7 +11,7 @@ use crate::sycl::{DeviceBuffer, Queue};
 
 impl Kernels {
     /// x rounded for `w` into `xq` per `Plan::round_for` (else x itself), and its stage in `xst`
-    /// when the integer-dot products read one (`Plan::unfused_stage`; `xst` None: never staged).
+    /// when the integer-dot products read one (`Kernels::unfused_stage`; `xst` None: never staged).
     pub(crate) fn round_input<'a>(
         &self,
         q: &Queue,
@@ -26,7 +26,7 @@ impl Kernels {
             return Ok((x, None));
         }
         let n = t * w.n_in;
-        let st = xst.and_then(|b| self.plan.unfused_stage(&self.mat, b, w, t, w.n_in));
+        let st = xst.and_then(|b| self.unfused_stage(b, w, t, w.n_in));
         match st {
             Some(st) => self.actq.run_staged(q, x, xq, n, st)?,
             None => self.actq.run(q, mode, x, xq, n)?,
@@ -88,7 +88,7 @@ impl Kernels {
 
     /// y = W xq for each output, `xq` already rounded for these weights (see
     /// `Plan::fused_round`), or f32 when rounding is off; `st`: xq's stage, when the kernel that
-    /// rounded it wrote one (`Plan::stage`). With `Plan::group`, matrices with a tiled layout of
+    /// rounded it wrote one (`Kernels::stage`). With `Plan::group`, matrices with a tiled layout of
     /// one format share one `mmvq_group` launch at t <= 8 (up to 3); else one by one.
     pub fn mul_rounded(
         &self,

@@ -56,6 +56,21 @@ pub struct Layer {
 }
 
 impl Layer {
+    /// An attention layer with a dense FFN, both sublayers with post norms or neither (llama's
+    /// and Gemma 3's layers).
+    pub fn attention_dense(attention: Attention, dense: Dense, post_norms: bool) -> Layer {
+        Layer {
+            mixer: Sub {
+                part: Mixer::Attention(attention),
+                post_norm: post_norms,
+            },
+            ffn: Sub {
+                part: Ffn::Dense(dense),
+                post_norm: post_norms,
+            },
+        }
+    }
+
     /// The attention settings of an attention layer.
     pub fn attention(&self) -> &Attention {
         match &self.mixer.part {

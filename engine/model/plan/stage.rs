@@ -1,13 +1,14 @@
 //! `xstage`: the rounding kernels also write their output staged for the decode products
-//! (engine/kernels/xstage.rs): the same bits, fewer instructions per weight block.
+//! (engine/kernels/xstage.rs): the same bits, fewer instructions per weight block. (Methods of
+//! `Kernels`: the decision reads the plan and whether the integer-dot products are on.)
 
-use super::Plan;
 use crate::kernels::actq::ActRound;
 use crate::kernels::qmatrix::MMVQ_MAX_T;
-use crate::kernels::{tiled, vnni, MatrixKernels, WeightView, XStage};
+use crate::kernels::{tiled, vnni, WeightView, XStage};
+use crate::model::device::kernels::Kernels;
 use crate::sycl::DeviceBuffer;
 
-impl Plan {
+impl Kernels {
     /// The stage a fused rounding kernel writes for `t` rows of `n` elements and the products
     /// by `ws` after it read: blocks of 32, decode-sized t (the products are mmvq's), staging
     /// on, and one of `ws` a tiled format that reads it (`tiled::reads_stage`; a Q8_0-only
@@ -15,7 +16,6 @@ impl Plan {
     /// blocks of 256 when a K-quant product reads the records.
     pub fn stage<'a>(
         &self,
-        mat: &MatrixKernels,
         buf: &'a DeviceBuffer<f32>, // Scratch::xst
         m: ActRound,
         ws: &[&WeightView],
@@ -23,7 +23,8 @@ impl Plan {
         n: usize,
     ) -> Option<XStage<'a>> {
         // the prompt's rows (t > 8) only for the integer-dot products, which take any t
-        if !self.xstage || (t > MMVQ_MAX_T && !mat.int_dot()) {
+        let mat = &self.mat;
+        if !self.plan.xstage || (t > MMVQ_MAX_T && !mat.int_dot()) {
             return None;
         }
         // XStage::new fails only if `buf` is short, and Scratch::xst is sized for 8 rows of the
@@ -65,14 +66,13 @@ impl Plan {
     /// (t > 8), the attention output when the prompt's attention does not round it, the head.
     pub fn unfused_stage<'a>(
         &self,
-        mat: &MatrixKernels,
         buf: &'a DeviceBuffer<f32>, // Scratch::xst
         w: &WeightView,
         t: usize,
         n: usize,
     ) -> Option<XStage<'a>> {
         let m = ActRound::for_type(w.type_id);
-        let on = self.act_round && mat.int_dot() && m != ActRound::None;
-        on.then(|| self.stage(mat, buf, m, &[w], t, n)).flatten()
+        let on = self.plan.act_round && self.mat.int_dot() && m != ActRound::None;
+        on.then(|| self.stage(buf, m, &[w], t, n)).flatten()
     }
 }

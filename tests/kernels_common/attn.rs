@@ -1,0 +1,52 @@
+//! The attention kernels' test shapes (tests/kernels_attn*.rs): one case = a model's head
+//! geometry, context and window.
+
+use half::f16;
+use rand::rngs::StdRng;
+use rand::Rng;
+use strata::kernels::attn::AttnCall;
+use strata::sycl::DeviceBuffer;
+
+pub struct AttnCase {
+    pub name: &'static str,
+    pub n_head: usize,
+    pub n_kv: usize,
+    pub hd: usize,
+    pub n_ctx: usize,
+    pub window: usize,
+}
+
+impl AttnCase {
+    pub fn scale(&self) -> f32 {
+        1.0 / (self.hd as f32).sqrt()
+    }
+    /// The call of this case's shape on these buffers for `t` rows.
+    pub fn call<'a>(
+        &self,
+        qrows: &'a DeviceBuffer<f32>,
+        kc: &'a DeviceBuffer<f16>,
+        vc: &'a DeviceBuffer<f16>,
+        pos: &'a DeviceBuffer<i32>,
+        out: &'a DeviceBuffer<f32>,
+        t: usize,
+    ) -> AttnCall<'a> {
+        AttnCall {
+            qrows,
+            kc,
+            vc,
+            pos,
+            out,
+            t,
+            n_head: self.n_head,
+            n_kv_head: self.n_kv,
+            n_ctx: self.n_ctx,
+            window: self.window,
+            scale: self.scale(),
+        }
+    }
+    pub fn cache(&self, rng: &mut StdRng) -> Vec<f16> {
+        (0..self.n_kv * self.n_ctx * self.hd)
+            .map(|_| f16::from_f32(rng.gen_range(-1.0f32..1.0)))
+            .collect()
+    }
+}
