@@ -9,6 +9,7 @@
 //!   products, the scratch, one card's `Stage`, and the step loop over the parts.
 //! - `plan/`: the fusions, each optional, switched and bitwise the plain path; the step graphs.
 //! - `engine.rs` (forward, rollback, the head's rows) and `load.rs` (building an `Engine`).
+//!
 //! The Rust reference (engine/reference/) runs the same parts in f64. docs/adding-a-model.md
 //! walks a new architecture through these files.
 

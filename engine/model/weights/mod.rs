@@ -53,6 +53,8 @@ pub struct AttnWeights {
     pub qk_norm: Option<(DeviceBuffer<f32>, DeviceBuffer<f32>)>,
 }
 
+// (one per layer: the variants' size difference costs nothing worth a box)
+#[allow(clippy::large_enum_variant)]
 pub enum FfnWeights {
     Dense(DenseWeights),
     Moe(MoeWeights),
