@@ -10,7 +10,6 @@ use strata::kernels::attn::{self, Attention, AttnCall};
 use strata::kernels::XStage;
 use strata::sycl::{DeviceBuffer, Queue};
 
-#[allow(clippy::too_many_arguments)]
 fn run(
     q: &Queue,
     k: &Attention,
@@ -20,11 +19,7 @@ fn run(
     vc: &DeviceBuffer<f16>,
     pos: &[i32],
 ) -> Vec<f32> {
-    let t = pos.len();
-    let (qd, pd) = (q.upload(qrows).unwrap(), q.upload(pos).unwrap());
-    let out = q.alloc::<f32>(t * c.n_head * c.hd).unwrap();
-    k.run(q, &c.call(&qd, kc, vc, &pd, &out, t)).unwrap();
-    q.to_vec(&out).unwrap()
+    c.run_rows(q, qrows, kc, vc, pos, |a| k.run(q, a))
 }
 
 const SMOL: AttnCase = AttnCase {
@@ -72,18 +67,7 @@ fn attention_matches_reference() {
             // q in [-4, 4]: scores of several units, so the softmax is far from uniform
             let qrows = uniform(&mut rng, t * c.n_head * c.hd, -4.0, 4.0);
             let got = run(&q, &k, c, &qrows, &kc, &vc, &pos);
-            let want = attn::reference(
-                &qrows,
-                &kh,
-                &vh,
-                &pos,
-                c.n_head,
-                c.n_kv,
-                c.hd,
-                c.n_ctx,
-                c.window,
-                c.scale(),
-            );
+            let want = c.reference(&qrows, &kh, &vh, &pos);
             let label = format!(
                 "attention {name} (heads {}/{}, hd {}, window {}) T {t} pos {p0}..{}",
                 c.n_head,
@@ -185,18 +169,7 @@ fn sliding_window_masks_old_keys() {
     let (kc2, vc2) = (q.upload(&kh).unwrap(), q.upload(&vh).unwrap());
     let after = run(&q, &k, c, &qrows, &kc2, &vc2, &pos);
     assert_bitwise("keys outside the window", &after, &before);
-    let want = attn::reference(
-        &qrows,
-        &kh,
-        &vh,
-        &pos,
-        c.n_head,
-        c.n_kv,
-        c.hd,
-        c.n_ctx,
-        c.window,
-        c.scale(),
-    );
+    let want = c.reference(&qrows, &kh, &vh, &pos);
     check_nmse(
         "sliding window after poisoning old keys",
         &after,

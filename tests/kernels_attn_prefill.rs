@@ -7,7 +7,7 @@ mod kernels_common;
 use half::f16;
 use kernels_common::attn::AttnCase;
 use kernels_common::*;
-use strata::kernels::attn::{self, Attention};
+use strata::kernels::attn::Attention;
 use strata::kernels::attn_prefill::AttnPrefill;
 use strata::sycl::{DeviceBuffer, Queue};
 
@@ -38,7 +38,6 @@ const CASES: &[AttnCase] = &[
     },
 ];
 
-#[allow(clippy::too_many_arguments)]
 fn run_prefill(
     q: &Queue,
     k: &AttnPrefill,
@@ -48,26 +47,7 @@ fn run_prefill(
     vc: &DeviceBuffer<f16>,
     pos: &[i32],
 ) -> Vec<f32> {
-    let t = pos.len();
-    let (qd, pd) = (q.upload(qrows).unwrap(), q.upload(pos).unwrap());
-    let out = q.alloc::<f32>(t * c.n_head * c.hd).unwrap();
-    k.run(q, &c.call(&qd, kc, vc, &pd, &out, t)).unwrap();
-    q.to_vec(&out).unwrap()
-}
-
-fn reference(c: &AttnCase, qrows: &[f32], kh: &[f16], vh: &[f16], pos: &[i32]) -> Vec<f64> {
-    attn::reference(
-        qrows,
-        kh,
-        vh,
-        pos,
-        c.n_head,
-        c.n_kv,
-        c.hd,
-        c.n_ctx,
-        c.window,
-        c.scale(),
-    )
+    c.run_rows(q, qrows, kc, vc, pos, |a| k.run(q, a))
 }
 
 #[test]
@@ -84,7 +64,7 @@ fn prefill_attention_matches_reference() {
             let pos: Vec<i32> = (p0..p0 + t as i32).collect();
             let qrows = uniform(&mut rng, t * c.n_head * c.hd, -4.0, 4.0);
             let got = run_prefill(&q, &k, c, &qrows, &kc, &vc, &pos);
-            let want = reference(c, &qrows, &kh, &vh, &pos);
+            let want = c.reference(&qrows, &kh, &vh, &pos);
             check_nmse(
                 &format!("prefill attention {} T {t} pos {p0}..", c.name),
                 &got,
@@ -96,7 +76,7 @@ fn prefill_attention_matches_reference() {
         let pos: Vec<i32> = (0..20).map(|i: i32| i * 97 % 1800).collect();
         let qrows = uniform(&mut rng, pos.len() * c.n_head * c.hd, -4.0, 4.0);
         let got = run_prefill(&q, &k, c, &qrows, &kc, &vc, &pos);
-        let want = reference(c, &qrows, &kh, &vh, &pos);
+        let want = c.reference(&qrows, &kh, &vh, &pos);
         check_nmse(
             &format!("prefill attention {} scattered positions", c.name),
             &got,
@@ -126,7 +106,7 @@ fn prefill_attention_invalid_position_is_nan_only_there() {
     good_q.drain(5 * row..6 * row);
     let mut good_got = got.clone();
     good_got.drain(5 * row..6 * row);
-    let want = reference(c, &good_q, &kh, &vh, &good_pos);
+    let want = c.reference(&good_q, &kh, &vh, &good_pos);
     check_nmse(
         "prefill attention, other rows of a tile with a bad position",
         &good_got,

@@ -40,6 +40,22 @@ const fn formats(f: &'static [&'static str]) -> Needs {
     }
 }
 
+/// A model path `make setup` writes into .strata/env (engine/paths.rs).
+const fn setup_model(name: &'static str, help: &'static str) -> Flag {
+    Flag {
+        name,
+        kind: Kind::Value {
+            values: "a GGUF path",
+            default: ".strata/env's entry",
+        },
+        bitwise: Bitwise::NoResult,
+        scope: Scope::Setup,
+        needs: Needs::ANY,
+        toggle: false,
+        help,
+    }
+}
+
 const HC: Needs = Needs {
     formats: &[],
     arch: Some("qwen4exp"),
@@ -213,28 +229,12 @@ pub const FLAGS: &[Flag] = &[
         toggle: false,
         help: "the instruction set the CPU device compiles for (STRATA_VNNI's form follows it)",
     },
-    Flag {
-        name: crate::paths::SMOLLM2_ENV,
-        kind: Kind::Value {
-            values: "a GGUF path",
-            default: ".strata/env's entry",
-        },
-        bitwise: Bitwise::NoResult,
-        scope: Scope::Setup,
-        needs: Needs::ANY,
-        toggle: false,
-        help: "SmolLM2-135M-Instruct as `make setup` installed it (the default model)",
-    },
-    Flag {
-        name: crate::paths::GEMMA3_ENV,
-        kind: Kind::Value {
-            values: "a GGUF path",
-            default: ".strata/env's entry",
-        },
-        bitwise: Bitwise::NoResult,
-        scope: Scope::Setup,
-        needs: Needs::ANY,
-        toggle: false,
-        help: "Gemma 3 270M as `make setup` installed it",
-    },
+    setup_model(
+        crate::paths::SMOLLM2_ENV,
+        "SmolLM2-135M-Instruct as `make setup` installed it (the default model)",
+    ),
+    setup_model(
+        crate::paths::GEMMA3_ENV,
+        "Gemma 3 270M as `make setup` installed it",
+    ),
 ];

@@ -4,8 +4,8 @@
 use half::f16;
 use rand::rngs::StdRng;
 use rand::Rng;
-use strata::kernels::attn::AttnCall;
-use strata::sycl::DeviceBuffer;
+use strata::kernels::attn::{self, AttnCall};
+use strata::sycl::{DeviceBuffer, Queue};
 
 pub struct AttnCase {
     pub name: &'static str,
@@ -48,5 +48,39 @@ impl AttnCase {
         (0..self.n_kv * self.n_ctx * self.hd)
             .map(|_| f16::from_f32(rng.gen_range(-1.0f32..1.0)))
             .collect()
+    }
+
+    /// The t = pos.len() rows of one call of `kernel` (`Attention::run`, `AttnPrefill::run`) on
+    /// these q rows and cache.
+    pub fn run_rows(
+        &self,
+        q: &Queue,
+        qrows: &[f32], // (t, n_head * hd)
+        kc: &DeviceBuffer<f16>,
+        vc: &DeviceBuffer<f16>,
+        pos: &[i32], // (t)
+        kernel: impl Fn(&AttnCall) -> strata::sycl::Result<()>,
+    ) -> Vec<f32> {
+        let t = pos.len();
+        let (qd, pd) = (q.upload(qrows).unwrap(), q.upload(pos).unwrap());
+        let out = q.alloc::<f32>(t * self.n_head * self.hd).unwrap();
+        kernel(&self.call(&qd, kc, vc, &pd, &out, t)).unwrap();
+        q.to_vec(&out).unwrap()
+    }
+
+    /// `attn::reference` at this case's shape over the host copies of the cache.
+    pub fn reference(&self, qrows: &[f32], kh: &[f16], vh: &[f16], pos: &[i32]) -> Vec<f64> {
+        attn::reference(
+            qrows,
+            kh,
+            vh,
+            pos,
+            self.n_head,
+            self.n_kv,
+            self.hd,
+            self.n_ctx,
+            self.window,
+            self.scale(),
+        )
     }
 }
