@@ -12,9 +12,9 @@ use super::EngineError;
 use crate::flags::table;
 use crate::gguf::Gguf;
 use crate::kernels::qmatrix::MMVQ_MAX_T;
-use crate::kernels::{MatmulTile, MatrixKernels};
 use crate::sycl::{Card, Queue};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 impl Engine {
     /// Loads `path` onto `card`.
@@ -65,13 +65,6 @@ impl Engine {
             .device
             .info()
             .is_ok_and(|i| i.device_type == crate::sycl::DeviceType::Cpu);
-        if on_cpu {
-            // The thread that loads is the one that runs the steps (the server's worker, the
-            // CLI's main thread): keep it off the runtime's pinned worker (sycl/affinity.rs).
-            if let Some(cpus) = crate::sycl::affinity::pin_off_workers() {
-                tracing::info!(?cpus, "host thread pinned off the OpenCL CPU workers");
-            }
-        }
         // One context: the modules are built once and serve every card's queue.
         let ctx = cards[0].context.clone();
         if cards.iter().any(|c| c.context.id() != ctx.id()) {
@@ -89,19 +82,31 @@ impl Engine {
             layer_card,
             keep_gguf: opts.keep_gguf || crate::flags::on(table::KEEP_GGUF),
         };
-        let weights = Weights::load_placed(g, &cfg, &place)?;
-        // the prompt path's register tile: the device's, unless STRATA_MATMUL_TILE forces one
-        let mut mat = MatrixKernels::with_matmul_tile(&ctx, MatmulTile::for_context_or_env(&ctx)?);
-        tracing::info!(tile = %mat.matmul_tile().label(), "matmul register tile");
-        // STRATA_VNNI=1: the integer-dot decode products (not bitwise the default; refused with
-        // the reason where they cannot run)
-        if crate::kernels::vnni::requested() {
-            mat.set_int_dot(true)?;
-            let isa = mat.int_dot_isa().map_or("?", |i| i.label());
-            tracing::info!(isa, "integer-dot products on (STRATA_VNNI=1)");
-        }
         let plan = Plan::from_env(opts.act_round);
-        let kernels = Kernels::new(&ctx, cfg.head_dim, mat, plan)?;
+        // The kernel modules load on a second thread while this one uploads the weights: they
+        // need the context and the configuration only (~2 ms a module from the kernel binary
+        // cache, seconds when compiled; docs/sycl.md). Spawned before this thread pins itself,
+        // so that it may run on the runtime worker's CPU, idle during a load. A failed upload
+        // stops it at its next module.
+        let stop = AtomicBool::new(false);
+        let (weights, kernels) = std::thread::scope(|s| {
+            let kernels = s.spawn(|| Kernels::load(&ctx, cfg.head_dim, plan, &stop));
+            if on_cpu {
+                // The thread that loads is the one that runs the steps (the server's worker,
+                // the CLI's main thread): keep it off the runtime's pinned worker
+                // (sycl/affinity.rs).
+                if let Some(cpus) = crate::sycl::affinity::pin_off_workers() {
+                    tracing::info!(?cpus, "host thread pinned off the OpenCL CPU workers");
+                }
+            }
+            let weights = Weights::load_placed(g, &cfg, &place);
+            stop.store(weights.is_err(), Ordering::Relaxed);
+            // a panic there is re-raised here, as if this thread had built the kernels
+            let kernels = kernels
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            Ok::<_, EngineError>((weights?, kernels?))
+        })?;
         kernels.mat.prepare(&weights.matrix_layouts(&cfg))?;
         if plan.fold_norms && plan.fused && plan.act_round {
             // the modules of the folded projections (Wo, Wdown), built now rather than in the

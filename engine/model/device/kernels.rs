@@ -11,10 +11,11 @@ use crate::kernels::norm::Norm;
 use crate::kernels::norm_q8::NormQ8;
 use crate::kernels::rope::Rope;
 use crate::kernels::rope_kv::RopeKv;
-use crate::kernels::MatrixKernels;
+use crate::kernels::{MatmulTile, MatrixKernels};
 use crate::model::plan::Plan;
 use crate::model::EngineError;
 use crate::sycl::Context;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub struct Kernels {
     pub mat: MatrixKernels,
@@ -32,24 +33,62 @@ pub struct Kernels {
 }
 
 impl Kernels {
-    pub fn new(
+    /// Every kernel family, the matrix products' without their modules
+    /// (`MatrixKernels::prepare`, which needs the weights' layouts), built for `ctx`; `stop`
+    /// set: gives up before the next module (the load runs beside the weights' upload, which
+    /// sets it when it fails).
+    pub fn load(
         ctx: &Context,
         head_dim: usize,
-        mat: MatrixKernels,
         plan: Plan,
+        stop: &AtomicBool,
     ) -> Result<Kernels, EngineError> {
+        let go = || match stop.load(Ordering::Relaxed) {
+            true => Err(EngineError::Unsupported("kernel load abandoned".into())),
+            false => Ok(()),
+        };
+        // the prompt path's register tile: the device's, unless STRATA_MATMUL_TILE forces one
+        let mut mat = MatrixKernels::with_matmul_tile(ctx, MatmulTile::for_context_or_env(ctx)?);
+        tracing::info!(tile = %mat.matmul_tile().label(), "matmul register tile");
+        // STRATA_VNNI=1: the integer-dot decode products (not bitwise the default; refused with
+        // the reason where they cannot run)
+        if crate::kernels::vnni::requested() {
+            mat.set_int_dot(true)?;
+            let isa = mat.int_dot_isa().map_or("?", |i| i.label());
+            tracing::info!(isa, "integer-dot products on (STRATA_VNNI=1)");
+        }
+        go()?;
+        let embed = Embed::new(ctx)?;
+        go()?;
+        let norm = Norm::new(ctx)?;
+        go()?;
+        let rope = Rope::new(ctx)?;
+        go()?;
+        let kv = KvStore::new(ctx)?;
+        go()?;
+        let attn = AttnDispatch::new(ctx, head_dim)?;
+        go()?;
+        let act = Elementwise::new(ctx)?;
+        go()?;
+        let actq = ActQ::new(ctx)?;
+        go()?;
+        let norm_q8 = NormQ8::new(ctx)?;
+        go()?;
+        let glu_q8 = GluQ8::new(ctx)?;
+        go()?;
+        let rope_kv = RopeKv::new(ctx)?;
         Ok(Kernels {
             mat,
-            embed: Embed::new(ctx)?,
-            norm: Norm::new(ctx)?,
-            rope: Rope::new(ctx)?,
-            kv: KvStore::new(ctx)?,
-            attn: AttnDispatch::new(ctx, head_dim)?,
-            act: Elementwise::new(ctx)?,
-            actq: ActQ::new(ctx)?,
-            norm_q8: NormQ8::new(ctx)?,
-            glu_q8: GluQ8::new(ctx)?,
-            rope_kv: RopeKv::new(ctx)?,
+            embed,
+            norm,
+            rope,
+            kv,
+            attn,
+            act,
+            actq,
+            norm_q8,
+            glu_q8,
+            rope_kv,
             plan,
         })
     }
