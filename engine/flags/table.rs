@@ -181,6 +181,28 @@ pub const FLAGS: &[Flag] = &[
         help: "pin the submitting thread off the OpenCL CPU runtime's worker CPUs",
     },
     Flag {
+        name: "STRATA_KERNEL_CACHE",
+        kind: switch(true),
+        bitwise: Bitwise::NoResult,
+        scope: Scope::Runtime,
+        needs: Needs::ANY,
+        toggle: false,
+        help: "keep built kernels as device binaries (engine/sycl/binary_cache.rs); 0: build \
+               every module from source",
+    },
+    Flag {
+        name: "STRATA_KERNEL_CACHE_DIR",
+        kind: Kind::Value {
+            values: "a directory",
+            default: "~/.cache/strata/kernel-cache",
+        },
+        bitwise: Bitwise::NoResult,
+        scope: Scope::Runtime,
+        needs: Needs::ANY,
+        toggle: false,
+        help: "where the kernel binary cache keeps its entries",
+    },
+    Flag {
         name: "SYCL_CACHE_PERSISTENT",
         kind: switch(true),
         bitwise: Bitwise::NoResult,
