@@ -45,6 +45,8 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Teacher-forced mean NLL and perplexity of a text file.
     Nll(cmd::nll::Args),
+    /// The environment variables the engine reads: values, defaults, what each applies to.
+    Flags(cmd::flags::Args),
     /// Kernel-family parity self-tests and micro-benchmarks (`strata parity mmvq-kreg --selftest`).
     Parity(cmd::parity::Args),
 }
@@ -62,6 +64,7 @@ fn main() {
         Some(Command::Run(a)) => cmd::run::run(a),
         Some(Command::Bench(a)) => cmd::bench::run(a),
         Some(Command::Nll(a)) => cmd::nll::run(a),
+        Some(Command::Flags(a)) => cmd::flags::run(a),
         None => tui::run(tui::Options {
             preset: cli.preset,
             resume: cli.resume,

@@ -9,7 +9,8 @@
 use half::f16;
 use std::time::Instant;
 use strata::kernels::act::Elementwise;
-use strata::kernels::attn::Attention;
+use strata::kernels::actq::{ActQ, ActRound};
+use strata::kernels::attn::{Attention, AttnCall};
 use strata::kernels::glu_q8::{Glu, GluQ8};
 use strata::kernels::kv::KvStore;
 use strata::kernels::norm::Norm;
@@ -17,7 +18,6 @@ use strata::kernels::norm_q8::NormQ8;
 use strata::kernels::rope::{Rope, RopeMode, RopeTable};
 use strata::kernels::rope_kv::{QkNorm, RopeKv, RopeKvShape};
 use strata::kernels::softmax::Softmax;
-use strata::model::actq::{ActQ, ActRound};
 use strata::sycl::{Card, Context, Queue, Result};
 
 const RUNS: usize = 15;
@@ -72,9 +72,20 @@ fn main() -> Result<()> {
             let qd = filled(t * nh * hd, 0.1)?;
             let out = q.alloc::<f32>(t * nh * hd)?;
             let us = median_us(q, || {
-                attn.run(
-                    q, &qd, &kc, &vc, &pd, &out, t, nh, nkv, n_ctx, window, 0.125,
-                )
+                let call = AttnCall {
+                    qrows: &qd,
+                    kc: &kc,
+                    vc: &vc,
+                    pos: &pd,
+                    out: &out,
+                    t,
+                    n_head: nh,
+                    n_kv_head: nkv,
+                    n_ctx,
+                    window,
+                    scale: 0.125,
+                };
+                attn.run(q, &call)
             })?;
             let keys = if window > 0 {
                 (p0 as usize + 1).min(window)

@@ -28,8 +28,8 @@
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::time::Instant;
+use strata::kernels::actq::ActQ;
 use strata::kernels::{tiled, vnni, MatmulTile, MatrixKernels, QuantMatrix, XStage};
-use strata::model::actq::ActQ;
 use strata::quant::{self, type_id as ty};
 use strata::sycl::{self, Arg, Context, NdRange};
 

@@ -4,78 +4,42 @@
 //! combine launch is bitwise attention then `ActQ`.
 mod kernels_common;
 use half::f16;
+use kernels_common::attn::AttnCase;
 use kernels_common::*;
-use rand::rngs::StdRng;
-use rand::Rng;
-use strata::kernels::attn::{self, Attention};
+use strata::kernels::attn::{self, Attention, AttnCall};
 use strata::kernels::XStage;
 use strata::sycl::{DeviceBuffer, Queue};
 
-struct Case {
-    n_head: usize,
-    n_kv: usize,
-    hd: usize,
-    n_ctx: usize,
-    window: usize,
-}
-
-impl Case {
-    fn scale(&self) -> f32 {
-        1.0 / (self.hd as f32).sqrt()
-    }
-    fn cache(&self, rng: &mut StdRng) -> Vec<f16> {
-        (0..self.n_kv * self.n_ctx * self.hd)
-            .map(|_| f16::from_f32(rng.gen_range(-1.0f32..1.0)))
-            .collect()
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
 fn run(
     q: &Queue,
     k: &Attention,
-    c: &Case,
+    c: &AttnCase,
     qrows: &[f32],
     kc: &DeviceBuffer<f16>,
     vc: &DeviceBuffer<f16>,
     pos: &[i32],
 ) -> Vec<f32> {
-    let t = pos.len();
-    let (qd, pd) = (q.upload(qrows).unwrap(), q.upload(pos).unwrap());
-    let out = q.alloc::<f32>(t * c.n_head * c.hd).unwrap();
-    k.run(
-        q,
-        &qd,
-        kc,
-        vc,
-        &pd,
-        &out,
-        t,
-        c.n_head,
-        c.n_kv,
-        c.n_ctx,
-        c.window,
-        c.scale(),
-    )
-    .unwrap();
-    q.to_vec(&out).unwrap()
+    c.run_rows(q, qrows, kc, vc, pos, |a| k.run(q, a))
 }
 
-const SMOL: Case = Case {
+const SMOL: AttnCase = AttnCase {
+    name: "SmolLM2",
     n_head: 9,
     n_kv: 3,
     hd: 64,
     n_ctx: 8192,
     window: 0,
 };
-const GEMMA_LOCAL: Case = Case {
+const GEMMA_LOCAL: AttnCase = AttnCase {
+    name: "Gemma local",
     n_head: 4,
     n_kv: 1,
     hd: 256,
     n_ctx: 6000,
     window: 512,
 };
-const GEMMA_GLOBAL: Case = Case {
+const GEMMA_GLOBAL: AttnCase = AttnCase {
+    name: "Gemma global",
     n_head: 4,
     n_kv: 1,
     hd: 256,
@@ -103,18 +67,7 @@ fn attention_matches_reference() {
             // q in [-4, 4]: scores of several units, so the softmax is far from uniform
             let qrows = uniform(&mut rng, t * c.n_head * c.hd, -4.0, 4.0);
             let got = run(&q, &k, c, &qrows, &kc, &vc, &pos);
-            let want = attn::reference(
-                &qrows,
-                &kh,
-                &vh,
-                &pos,
-                c.n_head,
-                c.n_kv,
-                c.hd,
-                c.n_ctx,
-                c.window,
-                c.scale(),
-            );
+            let want = c.reference(&qrows, &kh, &vh, &pos);
             let label = format!(
                 "attention {name} (heads {}/{}, hd {}, window {}) T {t} pos {p0}..{}",
                 c.n_head,
@@ -216,18 +169,7 @@ fn sliding_window_masks_old_keys() {
     let (kc2, vc2) = (q.upload(&kh).unwrap(), q.upload(&vh).unwrap());
     let after = run(&q, &k, c, &qrows, &kc2, &vc2, &pos);
     assert_bitwise("keys outside the window", &after, &before);
-    let want = attn::reference(
-        &qrows,
-        &kh,
-        &vh,
-        &pos,
-        c.n_head,
-        c.n_kv,
-        c.hd,
-        c.n_ctx,
-        c.window,
-        c.scale(),
-    );
+    let want = c.reference(&qrows, &kh, &vh, &pos);
     check_nmse(
         "sliding window after poisoning old keys",
         &after,
@@ -262,21 +204,28 @@ fn attention_argument_errors() {
     let qd = q.alloc::<f32>(9 * 64).unwrap();
     let kc = q.alloc::<f16>(3 * 16 * 64).unwrap();
     let pd = q.upload(&[0i32]).unwrap();
-    let e = k
-        .run(&q, &qd, &kc, &kc, &pd, &qd, 1, 9, 4, 16, 0, 0.125)
-        .unwrap_err()
-        .to_string();
+    let call = |n_kv_head, n_ctx| AttnCall {
+        qrows: &qd,
+        kc: &kc,
+        vc: &kc,
+        pos: &pd,
+        out: &qd,
+        t: 1,
+        n_head: 9,
+        n_kv_head,
+        n_ctx,
+        window: 0,
+        scale: 0.125,
+    };
+    let e = k.run(&q, &call(4, 16)).unwrap_err().to_string();
     assert!(e.contains("not a multiple of n_kv_head"), "{e}");
-    let e = k
-        .run(&q, &qd, &kc, &kc, &pd, &qd, 1, 9, 3, 32, 0, 0.125)
-        .unwrap_err()
-        .to_string();
+    let e = k.run(&q, &call(3, 32)).unwrap_err().to_string();
     assert!(e.contains("k cache"), "{e}");
 }
 
 #[test]
 fn rounded_output_is_bitwise_attention_then_actq() {
-    use strata::model::actq::{ActQ, ActRound};
+    use strata::kernels::actq::{ActQ, ActRound};
     let (ctx, q) = setup();
     let mut rng = rng("attention_rounded");
     let actq = ActQ::new(&ctx).unwrap();
@@ -305,11 +254,8 @@ fn rounded_output_is_bitwise_attention_then_actq() {
                     q.alloc::<f32>(n).unwrap(),
                     q.alloc::<f32>(n).unwrap(),
                 );
-                let a = (t, c.n_head, c.n_kv, c.n_ctx, c.window, c.scale());
-                k.run(
-                    &q, &qrows, &kc, &vc, &pos, &plain, a.0, a.1, a.2, a.3, a.4, a.5,
-                )
-                .unwrap();
+                k.run(&q, &c.call(&qrows, &kc, &vc, &pos, &plain, t))
+                    .unwrap();
                 // the output also staged for Wo (xstage.rs; blocks of 256: the integer
                 // records): bitwise act_q8_32's / act_q8_256's
                 let nan = vec![f32::NAN; XStage::floats(n)];
@@ -328,10 +274,8 @@ fn rounded_output_is_bitwise_attention_then_actq() {
                 } else {
                     actq.run(&q, mode, &plain, &want, n).unwrap();
                 }
-                k.run_rounded(
-                    &q, &qrows, &kc, &vc, &pos, &rounded, a.0, a.1, a.2, a.3, a.4, a.5, block, st,
-                )
-                .unwrap();
+                let call = c.call(&qrows, &kc, &vc, &pos, &rounded, t);
+                k.run_rounded(&q, &call, block, st).unwrap();
                 let label = format!("hd {} block {block} t {t} pos {p0}", c.hd);
                 let (got, want) = (q.to_vec(&rounded).unwrap(), q.to_vec(&want).unwrap());
                 assert_bitwise(&label, &got, &want);

@@ -5,35 +5,14 @@
 //! of `AttnDispatch` with the decode kernel for t <= 8.
 mod kernels_common;
 use half::f16;
+use kernels_common::attn::AttnCase;
 use kernels_common::*;
-use rand::rngs::StdRng;
-use rand::Rng;
-use strata::kernels::attn::{self, Attention};
+use strata::kernels::attn::Attention;
 use strata::kernels::attn_prefill::AttnPrefill;
 use strata::sycl::{DeviceBuffer, Queue};
 
-struct Case {
-    name: &'static str,
-    n_head: usize,
-    n_kv: usize,
-    hd: usize,
-    n_ctx: usize,
-    window: usize,
-}
-
-impl Case {
-    fn scale(&self) -> f32 {
-        1.0 / (self.hd as f32).sqrt()
-    }
-    fn cache(&self, rng: &mut StdRng) -> Vec<f16> {
-        (0..self.n_kv * self.n_ctx * self.hd)
-            .map(|_| f16::from_f32(rng.gen_range(-1.0f32..1.0)))
-            .collect()
-    }
-}
-
-const CASES: &[Case] = &[
-    Case {
+const CASES: &[AttnCase] = &[
+    AttnCase {
         name: "SmolLM2",
         n_head: 9,
         n_kv: 3,
@@ -41,7 +20,7 @@ const CASES: &[Case] = &[
         n_ctx: 2048,
         window: 0,
     },
-    Case {
+    AttnCase {
         name: "Gemma local",
         n_head: 4,
         n_kv: 1,
@@ -49,7 +28,7 @@ const CASES: &[Case] = &[
         n_ctx: 2048,
         window: 512,
     },
-    Case {
+    AttnCase {
         name: "Gemma global",
         n_head: 4,
         n_kv: 1,
@@ -59,50 +38,16 @@ const CASES: &[Case] = &[
     },
 ];
 
-#[allow(clippy::too_many_arguments)]
 fn run_prefill(
     q: &Queue,
     k: &AttnPrefill,
-    c: &Case,
+    c: &AttnCase,
     qrows: &[f32],
     kc: &DeviceBuffer<f16>,
     vc: &DeviceBuffer<f16>,
     pos: &[i32],
 ) -> Vec<f32> {
-    let t = pos.len();
-    let (qd, pd) = (q.upload(qrows).unwrap(), q.upload(pos).unwrap());
-    let out = q.alloc::<f32>(t * c.n_head * c.hd).unwrap();
-    k.run(
-        q,
-        &qd,
-        kc,
-        vc,
-        &pd,
-        &out,
-        t,
-        c.n_head,
-        c.n_kv,
-        c.n_ctx,
-        c.window,
-        c.scale(),
-    )
-    .unwrap();
-    q.to_vec(&out).unwrap()
-}
-
-fn reference(c: &Case, qrows: &[f32], kh: &[f16], vh: &[f16], pos: &[i32]) -> Vec<f64> {
-    attn::reference(
-        qrows,
-        kh,
-        vh,
-        pos,
-        c.n_head,
-        c.n_kv,
-        c.hd,
-        c.n_ctx,
-        c.window,
-        c.scale(),
-    )
+    c.run_rows(q, qrows, kc, vc, pos, |a| k.run(q, a))
 }
 
 #[test]
@@ -119,7 +64,7 @@ fn prefill_attention_matches_reference() {
             let pos: Vec<i32> = (p0..p0 + t as i32).collect();
             let qrows = uniform(&mut rng, t * c.n_head * c.hd, -4.0, 4.0);
             let got = run_prefill(&q, &k, c, &qrows, &kc, &vc, &pos);
-            let want = reference(c, &qrows, &kh, &vh, &pos);
+            let want = c.reference(&qrows, &kh, &vh, &pos);
             check_nmse(
                 &format!("prefill attention {} T {t} pos {p0}..", c.name),
                 &got,
@@ -131,7 +76,7 @@ fn prefill_attention_matches_reference() {
         let pos: Vec<i32> = (0..20).map(|i: i32| i * 97 % 1800).collect();
         let qrows = uniform(&mut rng, pos.len() * c.n_head * c.hd, -4.0, 4.0);
         let got = run_prefill(&q, &k, c, &qrows, &kc, &vc, &pos);
-        let want = reference(c, &qrows, &kh, &vh, &pos);
+        let want = c.reference(&qrows, &kh, &vh, &pos);
         check_nmse(
             &format!("prefill attention {} scattered positions", c.name),
             &got,
@@ -161,7 +106,7 @@ fn prefill_attention_invalid_position_is_nan_only_there() {
     good_q.drain(5 * row..6 * row);
     let mut good_got = got.clone();
     good_got.drain(5 * row..6 * row);
-    let want = reference(c, &good_q, &kh, &vh, &good_pos);
+    let want = c.reference(&good_q, &kh, &vh, &good_pos);
     check_nmse(
         "prefill attention, other rows of a tile with a bad position",
         &good_got,
@@ -187,21 +132,7 @@ fn prefill_agrees_with_decode_kernel() {
         let got = run_prefill(&q, &pk, c, &qrows, &kc, &vc, &pos);
         let (qd, pd) = (q.upload(&qrows).unwrap(), q.upload(&pos).unwrap());
         let out = q.alloc::<f32>(t * c.n_head * c.hd).unwrap();
-        dk.run(
-            &q,
-            &qd,
-            &kc,
-            &vc,
-            &pd,
-            &out,
-            t,
-            c.n_head,
-            c.n_kv,
-            c.n_ctx,
-            c.window,
-            c.scale(),
-        )
-        .unwrap();
+        dk.run(&q, &c.call(&qd, &kc, &vc, &pd, &out, t)).unwrap();
         let dec: Vec<f64> = q.to_vec(&out).unwrap().iter().map(|&v| v as f64).collect();
         check_nmse(
             &format!("prefill vs decode kernel {}", c.name),

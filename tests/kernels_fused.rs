@@ -10,6 +10,7 @@ use half::f16;
 use kernels_common::*;
 use rand::rngs::StdRng;
 use strata::kernels::act::{self, Elementwise};
+use strata::kernels::actq::ActQ;
 use strata::kernels::glu_q8::{self, Glu, GluQ8};
 use strata::kernels::kv::KvStore;
 use strata::kernels::norm::{self, Norm};
@@ -17,7 +18,6 @@ use strata::kernels::norm_q8::{reference_round, NormQ8};
 use strata::kernels::rope::{rope_freqs, Rope, RopeMode, RopeTable};
 use strata::kernels::rope_kv::{self, QkNorm, RopeKv, RopeKvShape};
 use strata::kernels::xstage::{self, XStage};
-use strata::model::actq::ActQ;
 use strata::sycl::{DeviceBuffer, Queue};
 
 const TS: [usize; 5] = [1, 2, 5, 8, 37];

@@ -2,8 +2,8 @@
 //! random weights and activations; and the bitwise T-row == T one-row-calls property.
 
 mod support;
+use strata::kernels::actq::ActQ;
 use strata::kernels::{matrix_ref, QuantMatrix, XStage};
-use strata::model::actq::ActQ;
 use strata::quant::type_id;
 use support::matrix::*;
 

@@ -6,9 +6,9 @@
 //! launches, the residual form is bitwise product + add, and the default kernel is untouched.
 
 mod support;
+use strata::kernels::actq::ActQ;
 use strata::kernels::vnni::{self, Isa};
 use strata::kernels::{matrix_ref, MatrixKernels, QuantMatrix, XStage};
-use strata::model::actq::ActQ;
 use strata::quant::type_id;
 use strata::sycl::{DeviceBuffer, Queue};
 use support::matrix::*;

@@ -147,7 +147,7 @@ fn check_model(env: &str, name: &str, f32_bound: f32) {
 // an outlier); the layers amplify such flips, so the engine then differs from the reference by
 // about as much as rounding changes the logits at all: measured up to 2.1x the rounding effect
 // (SmolLM2 row 31, 40 random tokens), 0.7x on Gemma's first row; bound 3x. The rounding kernel
-// itself is bitwise its reference (tests/model_actq.rs); the llama.cpp agreement tests
+// itself is bitwise its reference (tests/kernels_actq.rs); the llama.cpp agreement tests
 // (tests/model_llamacpp.rs) check the rounded path end to end.
 #[test]
 fn smollm2_engine_matches_reference() {

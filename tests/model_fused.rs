@@ -120,16 +120,78 @@ fn check_folded(env: &str, saved: impl Fn(usize) -> usize) {
     );
 }
 
-/// llama: Wo + add_rms_norm_q8 in every layer, Wdown + the next layer's rms_norm_q8 in all but
-/// the last (it has no next layer).
+/// llama: Wo + add_rms_norm_q8 in every layer, Wdown + add_rms_norm_q8 (the add and the next
+/// layer's norm) in all but the last (it has no next layer).
 #[test]
 fn smollm2_folded_norms_are_bitwise_unfolded() {
     check_folded("STRATA_MODEL_SMOLLM2", |n| 2 * n - 1);
 }
 
-/// Gemma 3: Wo + norm_add_norm_q8 in every layer, Wdown + rms_norm_add + the next layer's
-/// rms_norm_q8 in all but the last.
+/// Gemma 3: Wo + norm_add_norm_q8 in every layer, Wdown + norm_add_norm_q8 (the post norm, the
+/// add and the next layer's norm) in all but the last.
 #[test]
 fn gemma3_folded_norms_are_bitwise_unfolded() {
-    check_folded("STRATA_MODEL_GEMMA3", |n| n + 2 * (n - 1));
+    check_folded("STRATA_MODEL_GEMMA3", |n| 2 * n - 1);
+}
+
+/// Each of the planner's rewrites (engine/model/plan/) alone, and all together, against the
+/// plain part sequence (`Plan::plain`: no rewrite): bitwise the same logits, prompt and steps.
+/// (`fold_norms` and `xstage` act on what the fused kernels write, so they are tried with
+/// `fused` on.)
+fn check_plan(env: &str) {
+    use strata::model::Plan;
+    let mut e = engine(env, true, false);
+    let all = e.plan();
+    e.set_plan(Plan::plain(true));
+    let plain = run(&mut e);
+    let none = Plan::plain(true);
+    let cases = [
+        (
+            "fused",
+            Plan {
+                fused: true,
+                ..none
+            },
+        ),
+        (
+            "group",
+            Plan {
+                group: true,
+                ..none
+            },
+        ),
+        (
+            "fused + xstage",
+            Plan {
+                fused: true,
+                xstage: true,
+                ..none
+            },
+        ),
+        (
+            "fused + fold_norms",
+            Plan {
+                fused: true,
+                fold_norms: true,
+                ..none
+            },
+        ),
+        ("all (the default)", all),
+    ];
+    for (what, plan) in cases {
+        e.set_plan(plan);
+        let diff = logits_differ(&run(&mut e), &plain);
+        println!("{env}: {what}: {diff} logits differ from the plain sequence");
+        assert_eq!(diff, 0, "{env}: {what} changed logits");
+    }
+}
+
+#[test]
+fn smollm2_each_rewrite_is_bitwise_the_plain_parts() {
+    check_plan("STRATA_MODEL_SMOLLM2");
+}
+
+#[test]
+fn gemma3_each_rewrite_is_bitwise_the_plain_parts() {
+    check_plan("STRATA_MODEL_GEMMA3");
 }

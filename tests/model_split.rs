@@ -6,7 +6,7 @@
 
 use std::process::Command;
 use strata::gguf::Gguf;
-use strata::model::engine::layer_ranges;
+use strata::model::layer_ranges;
 use strata::model::{Engine, EngineOptions};
 use strata::sycl::Card;
 use strata::tokenizer::Tokenizer;

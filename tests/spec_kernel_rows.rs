@@ -8,10 +8,10 @@ use half::f16;
 use kernels_common::*;
 use rand::Rng;
 use strata::kernels::act::Elementwise;
+use strata::kernels::actq::{ActQ, ActRound};
 use strata::kernels::embed::{Embed, EmbedType};
 use strata::kernels::kv::KvStore;
 use strata::kernels::rope::{Rope, RopeMode, RopeTable};
-use strata::model::actq::{ActQ, ActRound};
 use strata::sycl::{DeviceBuffer, Queue};
 
 const TS: [usize; 8] = [1, 2, 3, 4, 5, 6, 7, 8];

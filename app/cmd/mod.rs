@@ -4,6 +4,7 @@ pub mod common;
 pub mod devices;
 pub mod engine;
 pub mod engine_args;
+pub mod flags;
 pub mod inspect;
 pub mod nll;
 pub mod parity;

@@ -19,19 +19,21 @@ pub struct WindowStats {
 }
 
 /// Why a turn ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum StopReason {
     /// An end-of-generation token (`GenerateConfig::stop_tokens`).
     Eos,
     StopString,
+    /// The turn's token budget (what a turn ends by unless something else stops it first).
+    #[default]
     MaxTokens,
     /// The KV cache is full (the protocol reports it as `max_tokens`).
     ContextFull,
     Cancelled,
 }
 
-/// One turn: a prefill and the decode windows after it.
-#[derive(Clone, Debug, PartialEq)]
+/// One turn: a prefill and the decode windows after it (`Default`: nothing run yet).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct TurnStats {
     /// Prompt tokens run through the model (after reusing a cached prefix).
     pub prefill_tokens: u32,

@@ -188,25 +188,7 @@ impl Generator {
         if let Some(d) = &mut self.drafter {
             d.begin(prompt)?;
         }
-        let mut stats = TurnStats {
-            prefill_tokens: 0,
-            cached_tokens: 0,
-            prefill_ms: 0.0,
-            prefill_tps: 0.0,
-            decode_tokens: 0,
-            decode_ms: 0.0,
-            decode_tps: 0.0,
-            windows: 0,
-            tokens_per_window: 0.0,
-            proposed: 0,
-            accepted: 0,
-            acceptance: 0.0,
-            mean_accepted_len: 0.0,
-            ttft_ms: 0.0,
-            verify_ms: 0.0,
-            stop: StopReason::MaxTokens,
-            tokens: Vec::new(),
-        };
+        let mut stats = TurnStats::default();
         let mut out = Output {
             dec,
             sink,

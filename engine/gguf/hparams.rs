@@ -2,9 +2,10 @@
 //! converter may omit get llama.cpp's defaults (noted per field); every key that is present must
 //! have a usable type and value, and a missing required key is an error naming it.
 //!
-//! Adding an architecture: a variant in `Arch` (name, parse), a variant in `ArchParams` holding
-//! what only it has, and a branch in `HParams::from_gguf` reading those keys. Both enums are
-//! `#[non_exhaustive]` so callers already match with a fallback arm.
+//! Adding an architecture (docs/adding-a-model.md): a variant in `Arch` (name, parse), a variant
+//! in `ArchParams` holding what only it has, a branch in `HParams::from_gguf` reading those keys,
+//! and its module in engine/model/arch/ (whose registry matches `Arch` exhaustively). Both enums
+//! are `#[non_exhaustive]` for callers outside the crate.
 
 use super::error::{GgufError, Result};
 use super::reader::Gguf;

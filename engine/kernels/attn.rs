@@ -23,32 +23,39 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 const OP: &str = "attention";
 
-/// The argument checks both attention kernels share; returns the element count of `qrows`.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn check_args(
-    op: &'static str,
-    hd: usize,
-    qrows: &DeviceBuffer<f32>, // (t, n_head * head_dim)
-    kc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
-    vc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
-    pos: &DeviceBuffer<i32>,   // (t)
-    out: &DeviceBuffer<f32>,   // (t, n_head * head_dim)
-    t: usize,
-    n_head: usize,
-    n_kv_head: usize,
-    n_ctx: usize,
-) -> Result<usize> {
-    ensure(op, n_kv_head > 0 && n_head % n_kv_head == 0, || {
-        format!("n_head {n_head} is not a multiple of n_kv_head {n_kv_head}")
-    })?;
-    let rows = prod(op, &[t, n_head, hd])?;
-    let cache = prod(op, &[n_kv_head, n_ctx, hd])?;
-    holds(op, "q", qrows, rows)?;
-    holds(op, "out", out, rows)?;
-    holds(op, "k cache", kc, cache)?;
-    holds(op, "v cache", vc, cache)?;
-    holds(op, "pos", pos, t)?;
-    Ok(rows)
+/// One attention call's operands and shape: what `Attention::run`, `run_rounded`,
+/// `AttnPrefill::run` and `AttnDispatch::run` take. window = 0: full causal; > 0: sliding window.
+#[derive(Clone, Copy)]
+pub struct AttnCall<'a> {
+    pub qrows: &'a DeviceBuffer<f32>, // (t, n_head * head_dim)
+    pub kc: &'a DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
+    pub vc: &'a DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
+    pub pos: &'a DeviceBuffer<i32>,   // (t)
+    pub out: &'a DeviceBuffer<f32>,   // (t, n_head * head_dim)
+    pub t: usize,
+    pub n_head: usize,
+    pub n_kv_head: usize,
+    pub n_ctx: usize,
+    pub window: usize,
+    pub scale: f32,
+}
+
+impl AttnCall<'_> {
+    /// The argument checks both attention kernels share; returns the element count of `qrows`.
+    pub(super) fn check(&self, op: &'static str, hd: usize) -> Result<usize> {
+        let (t, n_head, n_kv_head, n_ctx) = (self.t, self.n_head, self.n_kv_head, self.n_ctx);
+        ensure(op, n_kv_head > 0 && n_head % n_kv_head == 0, || {
+            format!("n_head {n_head} is not a multiple of n_kv_head {n_kv_head}")
+        })?;
+        let rows = prod(op, &[t, n_head, hd])?;
+        let cache = prod(op, &[n_kv_head, n_ctx, hd])?;
+        holds(op, "q", self.qrows, rows)?;
+        holds(op, "out", self.out, rows)?;
+        holds(op, "k cache", self.kc, cache)?;
+        holds(op, "v cache", self.vc, cache)?;
+        holds(op, "pos", self.pos, t)?;
+        Ok(rows)
+    }
 }
 
 /// Keys per chunk (-DCFG_C). Fixed: part of the bitwise contract between T-row and one-row calls.
@@ -68,22 +75,6 @@ pub struct Attention {
 struct PerQueue {
     part: DeviceBuffer<f32>, // (T, n_head, n_chunks, head_dim + 16)
 }
-
-/// One call's arguments: (q rows, K cache, V cache, positions, out, t, n_head, n_kv_head, n_ctx,
-/// window, scale).
-type Call<'a> = (
-    &'a DeviceBuffer<f32>,
-    &'a DeviceBuffer<f16>,
-    &'a DeviceBuffer<f16>,
-    &'a DeviceBuffer<i32>,
-    &'a DeviceBuffer<f32>,
-    usize,
-    usize,
-    usize,
-    usize,
-    usize,
-    f32,
-);
 
 impl Attention {
     /// head_dim: a multiple of 16 (64 for SmolLM2, 256 for Gemma 3 270M).
@@ -148,27 +139,9 @@ impl Attention {
         Ok((scratch, i))
     }
 
-    /// Attention for `t` query rows. window = 0: full causal; > 0: sliding window.
-    #[allow(clippy::too_many_arguments)]
-    pub fn run(
-        &self,
-        q: &Queue,
-        qrows: &DeviceBuffer<f32>, // (t, n_head * head_dim)
-        kc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
-        vc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
-        pos: &DeviceBuffer<i32>,   // (t)
-        out: &DeviceBuffer<f32>,   // (t, n_head * head_dim)
-        t: usize,
-        n_head: usize,
-        n_kv_head: usize,
-        n_ctx: usize,
-        window: usize,
-        scale: f32,
-    ) -> Result<()> {
-        let a = (
-            qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx, window, scale,
-        );
-        self.launch(q, a, 0, None).map(|_| ())
+    /// Attention for `a.t` query rows.
+    pub fn run(&self, q: &Queue, a: &AttnCall) -> Result<()> {
+        self.launch(q, a, 0, None)
     }
 
     /// Whether `run_rounded` can round this call's output through blocks of `block` (32 or 256):
@@ -187,24 +160,14 @@ impl Attention {
     /// round it afterwards (the same bits), in the combine launch. Refuses (an argument error)
     /// when `can_round` is false. `st` (blocks of 32): the output also staged for the output
     /// projection (xstage.rs).
-    #[allow(clippy::too_many_arguments)]
     pub fn run_rounded(
         &self,
         q: &Queue,
-        qrows: &DeviceBuffer<f32>, // (t, n_head * head_dim)
-        kc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
-        vc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
-        pos: &DeviceBuffer<i32>,   // (t)
-        out: &DeviceBuffer<f32>,   // (t, n_head * head_dim) rounded
-        t: usize,
-        n_head: usize,
-        n_kv_head: usize,
-        n_ctx: usize,
-        window: usize,
-        scale: f32,
+        a: &AttnCall, // a.out: (t, n_head * head_dim) rounded
         block: usize,
         st: Option<XStage>, // (t * n_head * head_dim) elements staged
     ) -> Result<()> {
+        let (t, n_head) = (a.t, a.n_head);
         stage_check(OP, st, block, t * n_head * self.head_dim)?;
         ensure(OP, self.can_round(t, n_head, block), || {
             format!(
@@ -214,16 +177,31 @@ impl Attention {
                 t * n_head
             )
         })?;
-        let a = (
-            qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx, window, scale,
-        );
         self.launch(q, a, block, st)
     }
 
-    fn launch(&self, q: &Queue, a: Call<'_>, round_block: usize, st: Option<XStage>) -> Result<()> {
-        let (qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx, window, scale) = a;
+    fn launch(
+        &self,
+        q: &Queue,
+        a: &AttnCall,
+        round_block: usize,
+        st: Option<XStage>,
+    ) -> Result<()> {
+        let AttnCall {
+            qrows,
+            kc,
+            vc,
+            pos,
+            out,
+            t,
+            n_head,
+            n_kv_head,
+            n_ctx,
+            window,
+            scale,
+        } = *a;
         let hd = self.head_dim;
-        let rows = check_args(OP, hd, qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx)?;
+        let rows = a.check(OP, hd)?;
         if rows == 0 || n_ctx == 0 {
             return Ok(());
         }

@@ -7,10 +7,9 @@
 //! summation order differs from `attn`'s): `AttnDispatch` keeps `attn` for t <= 8 rows (the
 //! speculative verify window) and uses this kernel above.
 
-use super::attn::{check_args, Attention};
+use super::attn::{Attention, AttnCall};
 use super::float_args::{ensure, int, prod};
-use crate::sycl::{kernels, Arg, Context, DeviceBuffer, Kernel, NdRange, Queue, Result};
-use half::f16;
+use crate::sycl::{kernels, Arg, Context, Kernel, NdRange, Queue, Result};
 
 const OP: &str = "attention (prefill)";
 
@@ -43,45 +42,31 @@ impl AttnPrefill {
         self.head_dim
     }
 
-    /// Attention for `t` query rows, same contract as `Attention::run`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn run(
-        &self,
-        q: &Queue,
-        qrows: &DeviceBuffer<f32>, // (t, n_head * head_dim)
-        kc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
-        vc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
-        pos: &DeviceBuffer<i32>,   // (t)
-        out: &DeviceBuffer<f32>,   // (t, n_head * head_dim)
-        t: usize,
-        n_head: usize,
-        n_kv_head: usize,
-        n_ctx: usize,
-        window: usize,
-        scale: f32,
-    ) -> Result<()> {
+    /// Attention for `a.t` query rows, same contract as `Attention::run`.
+    pub fn run(&self, q: &Queue, a: &AttnCall) -> Result<()> {
         let hd = self.head_dim;
-        let rows = check_args(OP, hd, qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx)?;
+        let rows = a.check(OP, hd)?;
         if rows == 0 {
             return Ok(());
         }
+        let (t, n_head) = (a.t, a.n_head);
         let groups = prod(OP, &[t.div_ceil(TILE_ROWS), n_head])?;
         int(OP, "groups * 16", prod(OP, &[groups, 16])?)?;
         q.launch(
             &self.k,
             NdRange::groups(groups, 16),
             &[
-                Arg::buf(qrows),
-                Arg::buf(kc),
-                Arg::buf(vc),
-                Arg::buf(pos),
-                Arg::buf(out),
+                Arg::buf(a.qrows),
+                Arg::buf(a.kc),
+                Arg::buf(a.vc),
+                Arg::buf(a.pos),
+                Arg::buf(a.out),
                 Arg::i32(int(OP, "t", t)?),
                 Arg::i32(int(OP, "n_head", n_head)?),
-                Arg::i32(int(OP, "n_kv_head", n_kv_head)?),
-                Arg::i32(int(OP, "n_ctx", n_ctx)?),
-                Arg::i32(int(OP, "window", window)?),
-                Arg::f32(scale),
+                Arg::i32(int(OP, "n_kv_head", a.n_kv_head)?),
+                Arg::i32(int(OP, "n_ctx", a.n_ctx)?),
+                Arg::i32(int(OP, "window", a.window)?),
+                Arg::f32(a.scale),
             ],
         )
     }
@@ -110,31 +95,12 @@ impl AttnDispatch {
         t <= DECODE_MAX_T && self.decode.can_round(t, n_head, block)
     }
 
-    /// `Attention::run`'s contract; picks the kernel by `t`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn run(
-        &self,
-        q: &Queue,
-        qrows: &DeviceBuffer<f32>, // (t, n_head * head_dim)
-        kc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
-        vc: &DeviceBuffer<f16>,    // (n_kv_head, n_ctx, head_dim)
-        pos: &DeviceBuffer<i32>,   // (t)
-        out: &DeviceBuffer<f32>,   // (t, n_head * head_dim)
-        t: usize,
-        n_head: usize,
-        n_kv_head: usize,
-        n_ctx: usize,
-        window: usize,
-        scale: f32,
-    ) -> Result<()> {
-        if t <= DECODE_MAX_T {
-            self.decode.run(
-                q, qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx, window, scale,
-            )
+    /// `Attention::run`'s contract; picks the kernel by `a.t`.
+    pub fn run(&self, q: &Queue, a: &AttnCall) -> Result<()> {
+        if a.t <= DECODE_MAX_T {
+            self.decode.run(q, a)
         } else {
-            self.prefill.run(
-                q, qrows, kc, vc, pos, out, t, n_head, n_kv_head, n_ctx, window, scale,
-            )
+            self.prefill.run(q, a)
         }
     }
 }

@@ -81,9 +81,9 @@ impl MatmulTile {
     /// path on one machine. Unset: None. Row groups 1 or 2 (the local-memory weight chunk is
     /// 64 KiB per row group), tokens 1..=16.
     fn from_env() -> Result<Option<MatmulTile>, MatrixError> {
-        match std::env::var("STRATA_MATMUL_TILE") {
-            Ok(v) => MatmulTile::parse(&v).map(Some),
-            Err(_) => Ok(None),
+        match crate::flags::flag(crate::flags::table::MATMUL_TILE).value() {
+            Some(v) => MatmulTile::parse(&v).map(Some),
+            None => Ok(None),
         }
     }
 

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The environment variable that turns KREG on (value `1`).
-pub const KREG_ENV: &str = "STRATA_MMVQ_KREG";
+pub const KREG_ENV: &str = crate::flags::table::MMVQ_KREG;
 /// Largest n_in KREG takes: every lane keeps its whole activation slice in private storage
 /// (at most `KREG_XB` super-blocks x 16 values x 8 columns).
 pub const KREG_MAX_N_IN: usize = 32_768;
@@ -27,7 +27,7 @@ static OVERRIDE: AtomicI32 = AtomicI32::new(-1);
 /// when on. Any other value, or unset, is off.
 pub fn kreg_enabled() -> bool {
     *LATCH.get_or_init(|| {
-        let on = super::flag_env::flag_on(KREG_ENV);
+        let on = crate::flags::on(KREG_ENV);
         if on {
             eprintln!("strata: {KREG_ENV}=1: KREG mmvq kernels on for Q4_K/Q5_K/Q6_K/IQ4_XS");
         }

@@ -1,7 +1,6 @@
 //! Compute kernel families: Rust launchers and f64 references beside the SYCL sources in
 //! `sycl/kernels/` (one file per family). See docs/kernels.md.
 
-pub mod flag_env;
 pub mod ktiled;
 pub mod matmul;
 pub mod matmul_tile;
@@ -22,6 +21,7 @@ pub use xstage::XStage;
 // Float kernels (embedding, norms, RoPE, KV cache, attention, softmax, element-wise), and the
 // fused ones around the matrix products (norm_q8, glu_q8: + activation rounding; rope_kv).
 pub mod act;
+pub mod actq;
 pub mod attn;
 pub mod attn_prefill;
 pub mod embed;

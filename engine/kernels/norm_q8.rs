@@ -1,6 +1,6 @@
 //! RMSNorm fused with the 8-bit block rounding of its output (`sycl/kernels/norm_q8.cpp`): for
 //! norms whose output feeds only quantized matrix products, one launch writes the rounded matmul
-//! input (llama.cpp's Q8_0-style blocks of 32 or Q8_K blocks of 256, see `model::actq`) instead
+//! input (llama.cpp's Q8_0-style blocks of 32 or Q8_K blocks of 256, see `kernels::actq`) instead
 //! of `Norm` + `ActQ`. Bitwise the unfused pair: the same f32 operations in the same order (the
 //! kernels share norm.hpp / actq.hpp with norm.cpp / actq.cpp). One sub-group per row, so
 //! multi-row calls are bitwise the one-row calls.
@@ -166,7 +166,7 @@ impl NormQ8 {
     }
 }
 
-/// The 8-bit block rounding in f64 (the definition `model::actq` rounds f32 values by):
+/// The 8-bit block rounding in f64 (the definition `kernels::actq` rounds f32 values by):
 /// blocks of 32: d = amax / 127, its f16 value dh, y = round_ties_even(x / d) * dh;
 /// blocks of 256: m = the first element of largest |x|, y = min(127, round(-127 x / m)) * -m / 127.
 pub fn reference_round(block: usize, x: &[f64]) -> Vec<f64> {

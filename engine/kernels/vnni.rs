@@ -17,7 +17,7 @@ use crate::sycl::{Context, DeviceType};
 use std::sync::OnceLock;
 
 /// The environment variable that turns the integer-dot products on (value `1`).
-pub const VNNI_ENV: &str = "STRATA_VNNI";
+pub const VNNI_ENV: &str = crate::flags::table::VNNI;
 
 /// Work-items (tiles of 16 rows) per work-group.
 pub const TILES_PER_GROUP: usize = 1;
@@ -26,7 +26,7 @@ pub const TILES_PER_GROUP: usize = 1;
 pub fn requested() -> bool {
     static LATCH: OnceLock<bool> = OnceLock::new();
     *LATCH.get_or_init(|| {
-        let on = super::flag_env::flag_on(VNNI_ENV);
+        let on = crate::flags::on(VNNI_ENV);
         if on {
             eprintln!("strata: {VNNI_ENV}=1: integer-dot matrix products where the CPU has them");
         }

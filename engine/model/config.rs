@@ -1,30 +1,37 @@
 //! The shape of a model as the forward passes need it: one `ModelConfig` per file, built from
-//! the GGUF helper's checked `HParams`, with the per-layer choices (RoPE base, attention window)
-//! already resolved so neither the engine nor the reference re-derives them.
+//! the GGUF helper's checked `HParams` by the file's architecture module (engine/model/arch/),
+//! which declares each layer's parts with their per-layer choices (RoPE base, window, widths)
+//! already resolved, so neither the engine nor the reference re-derives them. The tensors those
+//! parts read are checked here too (parts/tensors.rs), before anything is loaded.
 
+use super::arch;
+use super::parts::{self, Residual};
 use crate::gguf::{Arch, Gguf, HParams};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error(transparent)]
     Gguf(#[from] crate::gguf::GgufError),
-    #[error("{file}: architecture {arch} is not supported by the model engine (llama, gemma3)")]
-    Unsupported { file: String, arch: String },
+    /// A file of a supported architecture using something its module does not run yet.
+    #[error("{file}: {what}: not supported by the model engine")]
+    Unsupported { file: String, what: String },
     #[error("{file}: {what}")]
     Shape { file: String, what: String },
+    #[error("{file}: tensor \"{name}\": {why}")]
+    Tensor {
+        file: String,
+        name: String,
+        why: String,
+    },
 }
 
-/// Per-layer attention settings.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LayerConfig {
-    pub rope_base: f32,
-    /// Keys with `pos_q - pos_k >= window` are masked; 0 = full causal attention.
-    pub window: usize,
-}
+/// Per-layer parts and settings (`parts::Layer`).
+pub type LayerConfig = parts::Layer;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelConfig {
     pub arch: Arch,
+    pub residual: Residual,
     pub n_embd: usize,
     pub n_layer: usize,
     pub n_head: usize,
@@ -32,7 +39,6 @@ pub struct ModelConfig {
     /// q/k/v head length (key_length == value_length is required).
     pub head_dim: usize,
     pub n_rot: usize,
-    pub n_ff: usize,
     pub n_vocab: usize,
     pub n_ctx_train: usize,
     pub rms_eps: f32,
@@ -52,8 +58,18 @@ pub struct ModelConfig {
     pub eos: Option<u32>,
 }
 
+/// What an architecture module decides from the hyper-parameters (arch/*.rs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArchShape {
+    pub residual: Residual,
+    pub rope_neox: bool,
+    pub embd_scale: f32,
+    pub layers: Vec<LayerConfig>,
+}
+
 impl ModelConfig {
     pub fn from_gguf(g: &Gguf) -> Result<ModelConfig, ConfigError> {
+        // (refuses an architecture outside gguf::Arch, naming it and the supported ones)
         let hp = HParams::from_gguf(g)?;
         let file = g
             .path()
@@ -99,79 +115,34 @@ impl ModelConfig {
                 blocks.saturating_sub(1)
             )));
         }
-        let (rope_neox, embd_scale, layers) = match hp.arch {
-            Arch::Llama => (
-                false,
-                1.0,
-                vec![
-                    LayerConfig {
-                        rope_base: hp.rope_freq_base,
-                        window: 0
-                    };
-                    n_layer
-                ],
-            ),
-            Arch::Gemma3 => {
-                let g3 = hp
-                    .gemma3()
-                    .ok_or_else(|| shape("gemma3 without its parameters".into()))?;
-                // the attention kernels take the window as a 32-bit int
-                if g3.sliding_window > i32::MAX as u32 {
-                    return Err(shape(format!(
-                        "gemma3.attention.sliding_window = {} does not fit a 32-bit int",
-                        g3.sliding_window
-                    )));
-                }
-                let layers = (0..n_layer as u32)
-                    .map(|il| {
-                        if g3.is_sliding(il) {
-                            LayerConfig {
-                                rope_base: g3.rope_freq_base_local,
-                                window: g3.sliding_window as usize,
-                            }
-                        } else {
-                            LayerConfig {
-                                rope_base: hp.rope_freq_base,
-                                window: 0,
-                            }
-                        }
-                    })
-                    .collect();
-                (true, (hp.embedding_length as f32).sqrt(), layers)
-            }
-            #[allow(unreachable_patterns)] // Arch is non_exhaustive
-            other => {
-                return Err(ConfigError::Unsupported {
-                    file,
-                    arch: other.name().into(),
-                })
-            }
-        };
+        let a = arch::shape(&hp, n_layer).map_err(shape)?;
         let spm = g
             .opt_str("tokenizer.ggml.model")?
             .map(|m| m == "llama")
             .unwrap_or(false);
-        Ok(ModelConfig {
+        let cfg = ModelConfig {
             arch: hp.arch,
+            residual: a.residual,
             n_embd: hp.embedding_length as usize,
             n_layer,
             n_head: hp.head_count as usize,
             n_kv_head: hp.head_count_kv as usize,
             head_dim,
             n_rot: hp.rope_dimension_count as usize,
-            n_ff: hp.feed_forward_length as usize,
             n_vocab: hp.vocab_size as usize,
             n_ctx_train: hp.context_length as usize,
             rms_eps: hp.rms_eps,
-            rope_neox,
+            rope_neox: a.rope_neox,
             rope_scale: hp.rope_scaling_factor.map(|f| 1.0 / f).unwrap_or(1.0),
-            embd_scale,
+            embd_scale: a.embd_scale,
             attn_scale: 1.0 / (head_dim as f32).sqrt(),
-            layers,
+            layers: a.layers,
             add_bos: g.opt_bool("tokenizer.ggml.add_bos_token")?.unwrap_or(spm),
             bos: g.opt_u32("tokenizer.ggml.bos_token_id")?,
             eos: g.opt_u32("tokenizer.ggml.eos_token_id")?,
-        })
+        };
+        parts::tensors::check(g, &cfg, &file)?;
+        Ok(cfg)
     }
 
     pub fn q_dim(&self) -> usize {
@@ -182,11 +153,14 @@ impl ModelConfig {
         self.n_kv_head * self.head_dim
     }
 
-    /// RoPE inverse frequencies base^(-2i/n_rot), computed in f64 and rounded once.
-    pub fn rope_freqs(&self, base: f32) -> Vec<f32> {
-        (0..self.n_rot / 2)
-            .map(|i| (base as f64).powf(-2.0 * i as f64 / self.n_rot as f64) as f32)
-            .collect()
+    /// The widest FFN activation of any layer.
+    pub fn max_ff(&self) -> usize {
+        self.layers.iter().map(|l| l.ffn_width()).max().unwrap_or(0)
+    }
+
+    /// Floats per token of the residual stream (what crosses cards in a layer split).
+    pub fn residual_width(&self) -> usize {
+        self.residual.streams() * self.n_embd
     }
 }
 

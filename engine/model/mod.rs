@@ -1,15 +1,31 @@
-//! Models: the per-file configuration (`config`), the weights on the device (`weights`), the
-//! per-architecture layers (`llama`, `gemma3`) and the one engine loop they run in (`engine`).
+//! Models. Where a new architecture plugs in, and what runs it:
+//! - `arch/`: one module per architecture (llama, gemma3), each declaring its layers as parts
+//!   from the file's hyper-parameters; the registry is `arch::shape`'s exhaustive match.
+//! - `parts/`: the part types (residual stream, token mixer, FFN `Dense | Moe`, per-layer
+//!   settings) and the tensors they read with their shapes (`parts/tensors.rs`, checked at load).
+//! - `config.rs`: `ModelConfig`, one per file.
+//! - `weights/`: the weights on the device, typed by part; the loader.
+//! - `device/`: each part's plain device path (`residual`, `attention`, `ffn`, `head`), the
+//!   products, the scratch, one card's `Stage`, and the step loop over the parts.
+//! - `plan/`: the fusions, each optional, switched and bitwise the plain path; the step graphs.
+//! - `engine.rs` (forward, rollback, the head's rows) and `load.rs` (building an `Engine`).
+//!
+//! The Rust reference (engine/reference/) runs the same parts in f64. docs/adding-a-model.md
+//! walks a new architecture through these files.
 
-pub mod actq;
+pub mod arch;
 pub mod config;
+pub mod device;
 pub mod engine;
-mod gemma3;
-mod llama;
+mod load;
+pub mod parts;
+pub mod plan;
 pub mod weights;
 
 pub use config::{ConfigError, LayerConfig, ModelConfig};
+pub use device::stage::layer_ranges;
 pub use engine::{Engine, EngineOptions, LOGIT_ROWS};
+pub use plan::Plan;
 pub use weights::DeviceMemory;
 
 #[derive(Debug, thiserror::Error)]

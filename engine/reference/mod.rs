@@ -1,17 +1,23 @@
-//! A plain, scalar, slow forward pass for the supported architectures, for tests: weights
-//! dequantized to f32 by engine/quant, f64 accumulation in every dot product and norm, keys and
-//! values rounded through f16 like the device KV cache. The engine's logits are compared with
-//! these (tests/model_*.rs). Written independently of the device engine on purpose: it shares
-//! only `ModelConfig` and the tensor names.
+//! A plain, scalar, slow forward pass, for tests: weights dequantized to f32 by engine/quant,
+//! f64 accumulation in every dot product and norm, keys and values rounded through f16 like the
+//! device KV cache. The engine's logits are compared with these (tests/model_*.rs). It runs the
+//! same parts as the device (engine/model/parts/), one file per part with the device's names
+//! (`residual`, `attention`, `ffn`; `weights` typed by part), so a new architecture's reference
+//! is written in the same shape; the arithmetic is written independently of the device's on
+//! purpose: it shares only `ModelConfig`, the parts' declarations and the tensor names.
 
-mod gemma3;
-mod llama;
+mod attention;
+mod ffn;
 pub mod ops;
+mod residual;
+pub mod weights;
 
-use crate::gguf::{Arch, Gguf};
-use crate::model::actq::{self, ActRound};
+use crate::gguf::Gguf;
+use crate::kernels::actq::{self, ActRound};
 use crate::model::config::{names, ModelConfig};
+use crate::model::parts::Ffn;
 use ops::Mat;
+use weights::{matrix, tensor, vector, RefLayer, RefMixer};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RefError {
@@ -23,6 +29,8 @@ pub enum RefError {
     Quant(#[from] crate::quant::QuantError),
     #[error("tensor {name}: {why}")]
     Tensor { name: String, why: String },
+    #[error("not supported: {0}")]
+    Unsupported(String),
     #[error("{n_tokens} tokens at position {start_pos} need {} positions; the reference context is {n_ctx}", start_pos + n_tokens)]
     Context {
         start_pos: usize,
@@ -36,23 +44,6 @@ pub enum RefError {
 }
 
 pub type Result<T> = std::result::Result<T, RefError>;
-
-/// One layer's weights; the Gemma-only ones are `None` for llama.
-pub struct RefLayer {
-    pub attn_norm: Vec<f32>,
-    pub wq: Mat,
-    pub wk: Mat,
-    pub wv: Mat,
-    pub wo: Mat,
-    pub q_norm: Option<Vec<f32>>,
-    pub k_norm: Option<Vec<f32>>,
-    pub post_attn_norm: Option<Vec<f32>>,
-    pub ffn_norm: Vec<f32>,
-    pub gate: Mat,
-    pub up: Mat,
-    pub down: Mat,
-    pub post_ffw_norm: Option<Vec<f32>>,
-}
 
 /// The whole model in f32. The token embedding stays as its GGUF bytes (dequantized a row at a
 /// time: Gemma's is 262144 x 640) and serves as the output head when there is no output.weight.
@@ -68,88 +59,14 @@ pub struct RefModel {
     layers: Vec<RefLayer>,
 }
 
-fn tensor<'a>(g: &'a Gguf, name: &str) -> Result<(&'a crate::gguf::TensorInfo, &'a [u8])> {
-    let info = g.tensor(name)?;
-    Ok((info, g.tensor_data(info)?))
-}
-
-fn vector(g: &Gguf, name: &str, n: usize) -> Result<Vec<f32>> {
-    let (info, bytes) = tensor(g, name)?;
-    if info.n_elements as usize != n {
-        return Err(RefError::Tensor {
-            name: name.into(),
-            why: format!("{} elements, expected {n}", info.n_elements),
-        });
-    }
-    let mut out = vec![0f32; n];
-    crate::quant::dequantize_by_type(info.ggml_type.id(), bytes, &mut out)?;
-    Ok(out)
-}
-
-fn matrix(g: &Gguf, name: &str, n_out: usize, n_in: usize, round: bool) -> Result<Mat> {
-    let (info, bytes) = tensor(g, name)?;
-    if info.dims.len() != 2 || info.dims[0] as usize != n_in || info.dims[1] as usize != n_out {
-        return Err(RefError::Tensor {
-            name: name.into(),
-            why: format!(
-                "dims {:?}, expected [{n_in}, {n_out}] (ne0 = n_in)",
-                info.dims
-            ),
-        });
-    }
-    let mut data = vec![0f32; n_out * n_in];
-    crate::quant::dequantize_by_type(info.ggml_type.id(), bytes, &mut data)?;
-    let t = info.ggml_type.id();
-    let round = if round {
-        ActRound::for_type(t)
-    } else {
-        ActRound::None
-    };
-    Ok(Mat {
-        n_out,
-        n_in,
-        data,
-        round,
-    })
-}
-
 impl RefModel {
     /// `act_round`: round matmul inputs like llama.cpp (and the engine's default).
     pub fn load(g: &Gguf, act_round: bool) -> Result<RefModel> {
         let cfg = ModelConfig::from_gguf(g)?;
-        let (e, d, q, kv, ff) = (
-            cfg.n_embd,
-            cfg.head_dim,
-            cfg.q_dim(),
-            cfg.kv_dim(),
-            cfg.n_ff,
-        );
-        let gemma = cfg.arch == Arch::Gemma3;
-        let opt = |il, what: &str, n| -> Result<Option<Vec<f32>>> {
-            if gemma {
-                vector(g, &names::blk(il, what), n).map(Some)
-            } else {
-                Ok(None)
-            }
-        };
-        let mut layers = Vec::with_capacity(cfg.n_layer);
-        for il in 0..cfg.n_layer {
-            layers.push(RefLayer {
-                attn_norm: vector(g, &names::blk(il, "attn_norm"), e)?,
-                wq: matrix(g, &names::blk(il, "attn_q"), q, e, act_round)?,
-                wk: matrix(g, &names::blk(il, "attn_k"), kv, e, act_round)?,
-                wv: matrix(g, &names::blk(il, "attn_v"), kv, e, act_round)?,
-                wo: matrix(g, &names::blk(il, "attn_output"), e, q, act_round)?,
-                q_norm: opt(il, "attn_q_norm", d)?,
-                k_norm: opt(il, "attn_k_norm", d)?,
-                post_attn_norm: opt(il, "post_attention_norm", e)?,
-                ffn_norm: vector(g, &names::blk(il, "ffn_norm"), e)?,
-                gate: matrix(g, &names::blk(il, "ffn_gate"), ff, e, act_round)?,
-                up: matrix(g, &names::blk(il, "ffn_up"), ff, e, act_round)?,
-                down: matrix(g, &names::blk(il, "ffn_down"), e, ff, act_round)?,
-                post_ffw_norm: opt(il, "post_ffw_norm", e)?,
-            });
-        }
+        let e = cfg.n_embd;
+        let layers = (0..cfg.n_layer)
+            .map(|il| weights::layer(g, &cfg, il, act_round))
+            .collect::<Result<Vec<_>>>()?;
         let (info, bytes) = tensor(g, names::TOKEN_EMBD)?;
         let embd_type = info.ggml_type.id();
         let embd_row_bytes = crate::quant::bytes_for(embd_type, e)?;
@@ -198,7 +115,7 @@ impl RefModel {
     }
 
     fn logits(&self, x: &[f32]) -> Result<Vec<f32>> {
-        let h = ops::rms_norm(x, &self.output_norm, self.cfg.rms_eps);
+        let h = residual::read(x, &self.output_norm, self.cfg.rms_eps);
         if let Some(out) = &self.output {
             return Ok(out.mul(&h));
         }
@@ -274,11 +191,22 @@ impl<'m> RefSession<'m> {
                 }
             }
             for (il, layer) in m.layers.iter().enumerate() {
+                let (lc, eps) = (&m.cfg.layers[il], m.cfg.rms_eps);
                 let (keys, values) = (&mut self.keys[il], &mut self.values[il]);
-                match m.cfg.arch {
-                    Arch::Gemma3 => gemma3::layer(&m.cfg, il, layer, &mut x, pos, keys, values),
-                    _ => llama::layer(&m.cfg, il, layer, &mut x, pos, keys, values),
-                }
+                // the mixer's sublayer, then the FFN's
+                let h = residual::read(&x, &layer.mixer.norm, eps);
+                let o = match &layer.mixer.part {
+                    RefMixer::Attention(a) => {
+                        attention::run(&m.cfg, a, lc.attention(), &h, pos, keys, values)
+                    }
+                };
+                residual::write(&mut x, o, layer.mixer.post_norm.as_deref(), eps);
+                let h = residual::read(&x, &layer.ffn.norm, eps);
+                let Ffn::Dense(d) = &lc.ffn.part else {
+                    return Err(RefError::Unsupported(format!("layer {il}: a MoE FFN")));
+                };
+                let o = ffn::dense(&layer.ffn.part, d, &h);
+                residual::write(&mut x, o, layer.ffn.post_norm.as_deref(), eps);
             }
             out.push(m.logits(&x)?);
         }

@@ -1,7 +1,7 @@
 //! Scalar building blocks of the reference forward: every dot product and every sum of squares
 //! accumulates in f64; values between steps are f32, as on the device.
 
-use crate::model::actq::{self, ActRound};
+use crate::kernels::actq::{self, ActRound};
 
 /// A dequantized weight matrix (n_out, n_in), row-major.
 pub struct Mat {

@@ -1,25 +1,21 @@
-//! Kernel flags: environment variables read once per process (`"1"` = on) and reported in `hello`.
-//! The kernels latch the same variables themselves; this list only says which ones exist.
+//! The toggle flags (the opt-in kernel variants of the registry, engine/flags/) as this process
+//! latched them, reported in `hello`. The kernels latch the same variables themselves.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-/// Every kernel flag the engine knows.
-pub const KNOWN: &[&str] = &[
-    "STRATA_GR_FUSED",
-    "STRATA_HC_Q8",
-    "STRATA_MMVQ_KREG",
-    "STRATA_VNNI",
-];
+/// The names `hello` reports: the registry's toggles.
+pub fn known() -> Vec<&'static str> {
+    crate::flags::toggles().map(|f| f.name).collect()
+}
 
 /// The flags as latched at the first call: later changes to the environment are not seen, so
 /// `hello` says what the kernels run with.
 pub fn latched() -> &'static BTreeMap<String, bool> {
     static FLAGS: OnceLock<BTreeMap<String, bool>> = OnceLock::new();
     FLAGS.get_or_init(|| {
-        KNOWN
-            .iter()
-            .map(|&n| (n.to_string(), crate::kernels::flag_env::flag_on(n)))
+        crate::flags::toggles()
+            .map(|f| (f.name.to_string(), f.on()))
             .collect()
     })
 }

@@ -81,7 +81,7 @@ pub fn choose(own: &BTreeSet<usize>, workers: &BTreeSet<usize>) -> Option<BTreeS
 /// Pins the calling thread off the runtime's pinned workers (see the module comment); returns
 /// the CPUs it now runs on, or None when nothing changed.
 pub fn pin_off_workers() -> Option<BTreeSet<usize>> {
-    if std::env::var("STRATA_PIN_HOST").is_ok_and(|v| v == "0") {
+    if !crate::flags::on(crate::flags::table::PIN_HOST) {
         return None;
     }
     // SAFETY: gettid has no preconditions.

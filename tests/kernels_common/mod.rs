@@ -3,6 +3,8 @@
 //! error measure of llama.cpp's test-backend-ops: NMSE = sum((a-b)^2) / sum(b^2).
 #![allow(dead_code)]
 
+pub mod attn;
+
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata::sycl::{Card, Context, Queue};

@@ -4,7 +4,7 @@
 //! count of differing values and their largest difference (at most one quantization step).
 
 use rand::{Rng, SeedableRng};
-use strata::model::actq::{reference, ActQ, ActRound};
+use strata::kernels::actq::{reference, ActQ, ActRound};
 
 #[test]
 fn actq_kernel_matches_reference() {

@@ -1,0 +1,210 @@
+//! The model's weights on the device, typed by part (engine/model/parts/): every matrix is its
+//! GGUF bytes uploaded once, unchanged (ENGINE.md), or, for the formats the decode kernels read
+//! repacked (tiled.rs, ktiled.rs), only that repacked copy: every default-path kernel reads it
+//! with the same results, so the GGUF bytes would be a second copy of the weights
+//! (`STRATA_KEEP_GGUF=1` keeps them, as before). Norms are f32 vectors. Also the per-category
+//! memory accounting. The loader is `load.rs`.
+
+mod load;
+
+pub use load::Placement;
+
+use super::config::{names, ModelConfig};
+use super::EngineError;
+use crate::kernels::embed::EmbedType;
+use crate::kernels::{QuantMatrix, WeightView};
+use crate::sycl::DeviceBuffer;
+
+/// Device bytes held per category on one device.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceMemory {
+    pub device: String,
+    /// Weight matrices, embedding and norm vectors.
+    pub weights: usize,
+    /// K and V caches.
+    pub kv: usize,
+    /// Activations, ids, positions, logits, RoPE tables.
+    pub scratch: usize,
+}
+
+impl DeviceMemory {
+    pub fn total(&self) -> usize {
+        self.weights + self.kv + self.scratch
+    }
+}
+
+/// One residual sublayer's weights (`parts::Sub`).
+pub struct SubWeights<P> {
+    pub norm: DeviceBuffer<f32>, // (n_embd) the read's RMS norm weight
+    pub part: P,
+    pub post_norm: Option<DeviceBuffer<f32>>, // (n_embd) when the sublayer declares one
+}
+
+pub enum MixerWeights {
+    Attention(AttnWeights),
+}
+
+pub struct AttnWeights {
+    pub wq: QuantMatrix, // (n_head * head_dim, n_embd)
+    pub wk: QuantMatrix, // (n_kv_head * head_dim, n_embd)
+    pub wv: QuantMatrix, // (n_kv_head * head_dim, n_embd)
+    pub wo: QuantMatrix, // (n_embd, n_head * head_dim)
+    /// (q_norm, k_norm), each (head_dim), when the layer declares per-head q/k norms
+    pub qk_norm: Option<(DeviceBuffer<f32>, DeviceBuffer<f32>)>,
+}
+
+// (one per layer: the variants' size difference costs nothing worth a box)
+#[allow(clippy::large_enum_variant)]
+pub enum FfnWeights {
+    Dense(DenseWeights),
+    Moe(MoeWeights),
+}
+
+pub struct DenseWeights {
+    pub gate: QuantMatrix, // (n_ff, n_embd)
+    pub up: QuantMatrix,   // (n_ff, n_embd)
+    pub down: QuantMatrix, // (n_embd, n_ff)
+}
+
+/// The experts of one layer as stacked matrices: expert e's rows of `gate`/`up` are
+/// [e * n_ff, (e + 1) * n_ff), of `down` [e * n_embd, (e + 1) * n_embd).
+pub struct MoeWeights {
+    pub router: QuantMatrix, // (n_expert, n_embd)
+    pub gate: QuantMatrix,   // (n_expert * n_ff, n_embd)
+    pub up: QuantMatrix,     // (n_expert * n_ff, n_embd)
+    pub down: QuantMatrix,   // (n_expert * n_embd, n_ff)
+    pub shared: Option<DenseWeights>,
+}
+
+pub struct LayerWeights {
+    pub mixer: SubWeights<MixerWeights>,
+    pub ffn: SubWeights<FfnWeights>,
+}
+
+impl MixerWeights {
+    /// The products of the read's output (the consumers a fused read rounds for).
+    pub fn first_products(&self) -> Vec<WeightView<'_>> {
+        match self {
+            MixerWeights::Attention(a) => vec![a.wq.view(), a.wk.view(), a.wv.view()],
+        }
+    }
+
+    fn matrices(&self) -> Vec<&QuantMatrix> {
+        match self {
+            MixerWeights::Attention(a) => vec![&a.wq, &a.wk, &a.wv, &a.wo],
+        }
+    }
+}
+
+impl FfnWeights {
+    pub fn first_products(&self) -> Vec<WeightView<'_>> {
+        match self {
+            FfnWeights::Dense(d) => vec![d.gate.view(), d.up.view()],
+            FfnWeights::Moe(m) => vec![m.router.view()],
+        }
+    }
+
+    fn matrices(&self) -> Vec<&QuantMatrix> {
+        match self {
+            FfnWeights::Dense(d) => d.matrices().to_vec(),
+            FfnWeights::Moe(m) => {
+                let mut v = vec![&m.router, &m.gate, &m.up, &m.down];
+                v.extend(m.shared.iter().flat_map(DenseWeights::matrices));
+                v
+            }
+        }
+    }
+}
+
+impl DenseWeights {
+    fn matrices(&self) -> [&QuantMatrix; 3] {
+        [&self.gate, &self.up, &self.down]
+    }
+}
+
+impl LayerWeights {
+    /// The matrix whose product ends each sublayer, with whether the sublayer has a post norm
+    /// (the norm folds build a kernel per (format, post)).
+    pub fn last_products(&self) -> Vec<(WeightView<'_>, bool)> {
+        let MixerWeights::Attention(a) = &self.mixer.part;
+        let mut v = vec![(a.wo.view(), self.mixer.post_norm.is_some())];
+        if let FfnWeights::Dense(d) = &self.ffn.part {
+            v.push((d.down.view(), self.ffn.post_norm.is_some()));
+        }
+        v
+    }
+}
+
+pub struct Weights {
+    /// (n_vocab, n_embd) GGUF bytes, on the first card; None when the embedding is read from
+    /// the tied head's tiled copy (`embedding`)
+    pub embd: Option<DeviceBuffer<u8>>,
+    /// The tied head's tiled copy on the first card, for the embedding, when the model is split
+    /// and `embd` is None (unsplit, `head_tiled` serves both).
+    pub embd_tiled: Option<DeviceBuffer<u8>>,
+    /// A copy of the embedding on the last card when the head is tied to it and the model is
+    /// split (the head runs where the last layer's output is). (n_vocab, n_embd)
+    pub head_embd: Option<DeviceBuffer<u8>>,
+    /// The tied head repacked one lane per row (`kernels::repack`) on the last card, for
+    /// the decode kernel; None when the format has no tiled kernel or the head is untied.
+    pub head_tiled: Option<DeviceBuffer<u8>>,
+    pub embd_type: EmbedType,
+    pub embd_type_id: u32,
+    pub output: Option<QuantMatrix>, // (n_vocab, n_embd); None = tied to embd
+    pub output_norm: DeviceBuffer<f32>, // (n_embd)
+    pub layers: Vec<LayerWeights>,
+    pub bytes: usize,
+    /// Weight bytes per card (`bytes` is their sum, the tied head's copy included).
+    pub card_bytes: Vec<usize>,
+}
+
+impl Weights {
+    /// The output head: output.weight, or the token embedding when tied.
+    pub fn head(&self, cfg: &ModelConfig) -> WeightView<'_> {
+        match &self.output {
+            Some(m) => m.view(),
+            // (split: head_embd on the last card, or None when the tiled copy serves alone)
+            None => WeightView {
+                buf: self.head_embd.as_ref().or(self.embd.as_ref()),
+                offset: 0,
+                type_id: self.embd_type_id,
+                n_out: cfg.n_vocab,
+                n_in: cfg.n_embd,
+                tiled: self.head_tiled.as_ref(),
+            },
+        }
+    }
+
+    /// The embedding's bytes on the first card and how the kernel reads them.
+    pub fn embedding(&self) -> Result<(&DeviceBuffer<u8>, EmbedType), EngineError> {
+        match (&self.embd, &self.embd_tiled, &self.head_tiled) {
+            (Some(e), _, _) => Ok((e, self.embd_type)),
+            (None, Some(t), _) | (None, None, Some(t)) => Ok((t, EmbedType::Q8_0Tiled)),
+            // (load_placed drops `embd` only when one of the tiled copies serves it)
+            (None, None, None) => Err(EngineError::Tensor {
+                name: names::TOKEN_EMBD.into(),
+                why: "neither its GGUF bytes nor a tiled copy are on the device".into(),
+            }),
+        }
+    }
+
+    /// Every (ggml type, GGUF bytes on the device, tiled copy on the device) a matrix has, the
+    /// head included: what `MatrixKernels::prepare` builds the kernels for.
+    pub fn matrix_layouts(&self, cfg: &ModelConfig) -> Vec<(u32, bool, bool)> {
+        let mut t: Vec<(u32, bool, bool)> = self
+            .layers
+            .iter()
+            .flat_map(|l| {
+                let mut m = l.mixer.part.matrices();
+                m.extend(l.ffn.part.matrices());
+                m
+            })
+            .map(QuantMatrix::view)
+            .chain(std::iter::once(self.head(cfg)))
+            .map(|w| (w.type_id, w.buf.is_some(), w.tiled.is_some()))
+            .collect();
+        t.sort_unstable();
+        t.dedup();
+        t
+    }
+}
