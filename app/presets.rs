@@ -235,7 +235,7 @@ impl Preset {
         let mut flag_map = BTreeMap::new();
         for (k, v) in &raw.flags {
             if !flags::is_known(k.get_ref()) {
-                let known: Vec<&str> = flags::KNOWN.iter().map(|f| f.name).collect();
+                let known: Vec<&str> = flags::known().iter().map(|f| f.name).collect();
                 return Err(c.err(
                     k.span(),
                     format!("unknown flag {} (known: {})", k.get_ref(), known.join(", ")),
@@ -324,7 +324,7 @@ impl Preset {
 
     /// Every known flag, on or off as this preset says (off when unmentioned).
     pub fn flag_env(&self) -> BTreeMap<String, bool> {
-        flags::KNOWN
+        flags::known()
             .iter()
             .map(|f| {
                 (
@@ -562,7 +562,7 @@ mod tests {
     fn flag_env_lists_every_known_flag() {
         let p = Preset::parse("p", "p.toml", "[flags]\nSTRATA_MMVQ_KREG = true\n").unwrap();
         let env = p.flag_env();
-        assert_eq!(env.len(), flags::KNOWN.len());
+        assert_eq!(env.len(), flags::known().len());
         assert!(env["STRATA_MMVQ_KREG"]);
         assert!(!env["STRATA_HC_Q8"]);
     }

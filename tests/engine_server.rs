@@ -534,18 +534,7 @@ fn vm_rss(pid: u32) -> u64 {
 fn devices_carry_the_engine_process_rss_on_the_cpu_device() {
     let mut e = Engine::start(&[]);
     let pid = hello(&mut e).pid;
-    e.send(&Request::Load(Load {
-        model: model(),
-        ctx: CTX,
-        devices: DeviceSplit::default(),
-        spec: 0,
-        sampling: greedy(N),
-    }));
-    e.until("loaded", 180, |ev| match ev {
-        Event::Loaded(_) => Some(()),
-        Event::Error(err) => panic!("load failed: {}", err.message),
-        _ => None,
-    });
+    load_smollm2(&mut e);
     let (d, _) = e.until("devices after loaded", 10, |ev| match ev {
         Event::Devices(d) => Some(d.clone()),
         _ => None,

@@ -10,13 +10,13 @@ use ratatui::crossterm::event::{
 };
 use strata::protocol::{Devices, Event, Generate, Hello, Load, Loaded, Request, Role, Stop, Turn};
 
+use super::conversations::ConvList;
 use super::input::Input;
 use super::panes::chat::ChatCache;
+use super::settings::SettingsForm;
 use super::stats::{Metrics, Summary};
 use super::{flags, strings};
 use crate::client::ClientEvent;
-use super::conversations::ConvList;
-use super::settings::SettingsForm;
 use crate::history::{ChatSettings, Conversation, SavedMessage, FORMAT_VERSION};
 use crate::presets::{Preset, PresetError};
 
@@ -74,12 +74,20 @@ pub enum EngineState {
 pub enum Overlay {
     None,
     Help,
-    Toggles { cursor: usize },
-    Presets { cursor: usize },
-    Conversations { cursor: usize },
+    Toggles {
+        cursor: usize,
+    },
+    Presets {
+        cursor: usize,
+    },
+    Conversations {
+        cursor: usize,
+    },
     /// The form is `App::settings_form`.
     Settings,
-    Log { scroll: u16 },
+    Log {
+        scroll: u16,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -744,7 +752,7 @@ impl App {
 
     /// The flag names the toggles pane lists: the known ones, then any extra the engine reported.
     pub fn flag_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = flags::KNOWN.iter().map(|f| f.name.to_string()).collect();
+        let mut names: Vec<String> = flags::known().iter().map(|f| f.name.to_string()).collect();
         for k in self.pending_flags.keys() {
             if !names.contains(k) {
                 names.push(k.clone());

@@ -1,42 +1,40 @@
 //! The kernel flags the toggles pane offers, and whether each applies to the loaded model and
 //! the host (a flag that does not cannot be turned on: it would restart the engine for nothing).
 
+use strata::flags::table;
 use strata::protocol::Loaded;
 
 /// One environment flag read by the engine at start.
 #[derive(Debug, Clone, Copy)]
 pub struct FlagInfo {
     pub name: &'static str,
-    /// One line for the toggles pane.
+    /// One line for the toggles pane (the flag registry's help, engine/flags/table.rs).
     pub description: &'static str,
 }
 
-/// Every flag the app knows; the engine's `hello` may add more (shown without a description).
-pub const KNOWN: &[FlagInfo] = &[
-    FlagInfo {
-        name: "STRATA_HC_Q8",
-        description:
-            "read hyper-connection down/up projections as Q8_0 in the verify window (more memory)",
-    },
-    FlagInfo {
-        name: "STRATA_GR_FUSED",
-        description: "two-kernel BF16 hyper-connection read (same weights, no extra memory)",
-    },
-    FlagInfo {
-        name: "STRATA_MMVQ_KREG",
-        description: "KREG small-batch mat-vec kernels for Q4_K/Q5_K/Q6_K/IQ4_XS",
-    },
-    FlagInfo {
-        name: "STRATA_VNNI",
-        description: "integer-dot (AVX-512 VNNI / AVX2) mat-vecs on the CPU device, 4/5/6/8-bit",
-    },
-];
+/// The toggles pane's order of the registry's toggle flags (`strata::flags::toggles`): the
+/// hyper-connection reads first, as in the seeds. Everything else about a flag (its help, the
+/// formats it acts on) is read from the registry; `tests::the_pane_offers_the_registry_toggles`
+/// keeps this list and the registry's the same set.
+const ORDER: &[&str] = &[table::HC_Q8, table::GR_FUSED, table::MMVQ_KREG, table::VNNI];
 
-const KREG_TYPES: &[&str] = &["Q4_K", "Q5_K", "Q6_K", "IQ4_XS"];
-/// The formats the integer-dot kernels take (engine/kernels/vnni.rs).
-const VNNI_TYPES: &[&str] = &[
-    "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K",
-];
+/// Every flag the app knows, in the pane's order; the engine's `hello` may add more (shown
+/// without a description).
+pub fn known() -> Vec<FlagInfo> {
+    ORDER
+        .iter()
+        .filter_map(|n| strata::flags::get(n))
+        .map(|f| FlagInfo {
+            name: f.name,
+            description: f.help,
+        })
+        .collect()
+}
+
+/// The formats the flag's kernels take, from the registry (empty: any).
+fn formats(name: &str) -> &'static [&'static str] {
+    strata::flags::get(name).map_or(&[], |f| f.needs.formats)
+}
 
 /// The reason the toggles give for a flag when no model is loaded: nothing can be judged, so
 /// the model-dependent flags cannot be turned on yet (one already on can be turned off).
@@ -47,12 +45,12 @@ pub const NO_MODEL_YET: &str = "no model loaded yet";
 const VNNI_REFUSED: &str = "STRATA_VNNI: the integer-dot kernel cannot run here: ";
 
 pub fn is_known(name: &str) -> bool {
-    KNOWN.iter().any(|f| f.name == name)
+    ORDER.contains(&name)
 }
 
 pub fn description(name: &str) -> &'static str {
-    KNOWN
-        .iter()
+    known()
+        .into_iter()
         .find(|f| f.name == name)
         .map_or("(no description: flag reported by the engine)", |f| {
             f.description
@@ -161,8 +159,8 @@ pub fn applies(
         "STRATA_GR_FUSED" if flags("STRATA_HC_Q8") => {
             Err("no effect while STRATA_HC_Q8 is on".into())
         }
-        "STRATA_MMVQ_KREG" => stores(KREG_TYPES),
-        "STRATA_VNNI" => stores(VNNI_TYPES),
+        "STRATA_MMVQ_KREG" => stores(formats(table::MMVQ_KREG)),
+        "STRATA_VNNI" => stores(formats(table::VNNI)),
         _ => Ok(()),
     }
 }
@@ -182,6 +180,24 @@ mod tests {
             quant_types: types.iter().map(|s| s.to_string()).collect(),
             experts: false,
         }
+    }
+
+    #[test]
+    fn the_pane_offers_the_registry_toggles() {
+        // the pane's list and the engine's registry are one set: a toggle added to
+        // engine/flags/table.rs must get a place in ORDER (and the reverse)
+        let mut pane: Vec<&str> = known().iter().map(|f| f.name).collect();
+        let mut registry: Vec<&str> = strata::flags::toggles().map(|f| f.name).collect();
+        pane.sort_unstable();
+        registry.sort_unstable();
+        assert_eq!(pane, registry);
+        for f in known() {
+            assert_eq!(description(f.name), strata::flags::flag(f.name).help);
+        }
+        assert_eq!(
+            formats(table::MMVQ_KREG),
+            ["Q4_K", "Q5_K", "Q6_K", "IQ4_XS"]
+        );
     }
 
     #[test]
@@ -217,7 +233,7 @@ mod tests {
     #[test]
     fn with_no_model_loaded_the_model_flags_wait() {
         let off = |_: &str| false;
-        for f in KNOWN {
+        for f in known() {
             assert_eq!(
                 applies(f.name, None, &off, &Host::capable()).unwrap_err(),
                 NO_MODEL_YET,

@@ -145,7 +145,7 @@ pub struct Metrics {
 impl Metrics {
     pub fn on_window(&mut self, w: &Window) {
         self.window_ms.push(w.ms);
-        if !self.live.as_ref().is_some_and(|l| l.id == w.id) {
+        if self.live.as_ref().is_none_or(|l| l.id != w.id) {
             self.live = Some(Live {
                 id: w.id,
                 ..Live::default()
