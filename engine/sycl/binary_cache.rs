@@ -71,10 +71,12 @@ impl BinaryCache {
         static CACHE: OnceLock<Option<BinaryCache>> = OnceLock::new();
         CACHE
             .get_or_init(|| {
-                if std::env::var_os(ENV_OFF).is_some_and(|v| v == "0") {
+                // both declared in the flag registry (engine/flags/table.rs), read under its
+                // one convention
+                if !crate::flags::on(ENV_OFF) {
                     return None;
                 }
-                if let Some(d) = std::env::var_os(ENV_DIR).filter(|d| !d.is_empty()) {
+                if let Some(d) = crate::flags::flag(ENV_DIR).value() {
                     return Some(BinaryCache::at(d));
                 }
                 directories::ProjectDirs::from("", "", "strata")
