@@ -20,6 +20,7 @@ use crate::client::ClientEvent;
 use crate::history::{ChatSettings, Conversation, SavedMessage, FORMAT_VERSION};
 use crate::presets::{Preset, PresetError};
 
+mod config;
 mod context;
 mod overlays;
 pub use context::{ContextView, Cut, Marker};
@@ -750,80 +751,6 @@ impl App {
         acts
     }
 
-    /// The flag names the toggles pane lists: the known ones, then any extra the engine reported.
-    pub fn flag_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = flags::known().iter().map(|f| f.name.to_string()).collect();
-        for k in self.pending_flags.keys() {
-            if !names.contains(k) {
-                names.push(k.clone());
-            }
-        }
-        names
-    }
-
-    /// Applies the toggles: keep this flag set's medians for comparison, restart the engine.
-    pub fn apply_flags(&mut self) -> Vec<Action> {
-        self.overlay = Overlay::None;
-        if self.pending_flags == self.active_flags {
-            return Vec::new();
-        }
-        let mut acts = self.cut_reply();
-        if self.metrics.windows > 0 || self.metrics.turns > 0 {
-            self.previous = Some(self.metrics.summary(&self.active_flags));
-        }
-        self.metrics = Metrics::default();
-        self.active_flags = self.pending_flags.clone();
-        self.engine = EngineState::Starting;
-        acts.push(Action::Restart {
-            flags: self.pending_flags.clone(),
-            load: None,
-        });
-        acts
-    }
-
-    pub fn switch_preset(&mut self, p: Preset) -> Vec<Action> {
-        self.overlay = Overlay::None;
-        let load = match p.load_request() {
-            Ok(l) => l,
-            Err(e) => {
-                self.notify(Level::Error, e);
-                return Vec::new();
-            }
-        };
-        let mut acts = self.cut_reply();
-        let flags = p.flag_env();
-        // Another preset is another configuration (model, speculation, split, flags): its
-        // figures start afresh, the old medians stay beside them as "before (preset · flags)",
-        // as a flag restart does; mixing the two in one median would hide the A/B.
-        if self.metrics.turns > 0 {
-            let mut before = self.metrics.summary(&self.active_flags);
-            if p.name != self.preset.name {
-                before.label = format!("{} · {}", self.preset.name, before.label);
-            }
-            self.previous = Some(before);
-        }
-        self.metrics = Metrics::default();
-        self.preset = p;
-        self.rebase_settings();
-        self.engine = EngineState::Loading {
-            stage: "load".into(),
-            done: 0,
-            total: 0,
-            detail: None,
-        };
-        if flags != self.active_flags {
-            self.active_flags = flags.clone();
-            self.pending_flags = flags.clone();
-            acts.push(Action::Restart {
-                flags,
-                load: Some(load),
-            });
-        } else {
-            acts.push(Action::Send(Request::Load(load)));
-        }
-        acts
-    }
-
     pub fn handle_mouse(&mut self, m: MouseEvent) {
         let (total, height) = self.chat_geometry.get();
         match m.kind {
@@ -921,72 +848,6 @@ impl App {
             KeyCode::Down if !self.input.down() => self.scroll.down(1, total, height),
             KeyCode::PageUp => self.scroll.up(page, total, height),
             KeyCode::PageDown => self.scroll.down(page, total, height),
-            _ => {}
-        }
-        Vec::new()
-    }
-
-    fn toggles_key(&mut self, k: KeyEvent, cursor: usize) -> Vec<Action> {
-        let names = self.flag_names();
-        if k.code != KeyCode::Char(' ') {
-            self.toggles_note = None;
-        }
-        match k.code {
-            KeyCode::Esc => self.overlay = Overlay::None,
-            KeyCode::Up => {
-                self.overlay = Overlay::Toggles {
-                    cursor: cursor.saturating_sub(1),
-                }
-            }
-            KeyCode::Down => {
-                self.overlay = Overlay::Toggles {
-                    cursor: (cursor + 1).min(names.len().saturating_sub(1)),
-                }
-            }
-            KeyCode::Char(' ') => {
-                if let Some(n) = names.get(cursor) {
-                    self.toggle_flag(n);
-                }
-            }
-            KeyCode::Enter => return self.apply_flags(),
-            _ => {}
-        }
-        Vec::new()
-    }
-
-    /// Space in the toggles pane: off always works; on only where the flag applies (else the
-    /// pane says why: a flag that does nothing would restart the engine and then show "on").
-    fn toggle_flag(&mut self, name: &str) {
-        let on = self.pending_flags.get(name).copied().unwrap_or(false);
-        if !on {
-            let pending = |n: &str| self.pending_flags.get(n).copied().unwrap_or(false);
-            if let Err(why) = flags::applies(name, self.loaded.as_ref(), &pending, &self.host) {
-                self.toggles_note = Some(strings::cannot_turn_on(name, &why));
-                return;
-            }
-        }
-        self.toggles_note = None;
-        self.pending_flags.insert(name.to_string(), !on);
-    }
-
-    fn presets_key(&mut self, k: KeyEvent, cursor: usize) -> Vec<Action> {
-        match k.code {
-            KeyCode::Esc => self.overlay = Overlay::None,
-            KeyCode::Up => {
-                self.overlay = Overlay::Presets {
-                    cursor: cursor.saturating_sub(1),
-                }
-            }
-            KeyCode::Down => {
-                self.overlay = Overlay::Presets {
-                    cursor: (cursor + 1).min(self.presets.len().saturating_sub(1)),
-                }
-            }
-            KeyCode::Enter => {
-                if let Some(p) = self.presets.get(cursor).cloned() {
-                    return self.switch_preset(p);
-                }
-            }
             _ => {}
         }
         Vec::new()
