@@ -19,7 +19,9 @@ pub mod toggles;
 pub mod window;
 
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
-use ratatui::widgets::{Block, BorderType, Borders};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
+use ratatui::Frame;
 
 use super::theme;
 
@@ -41,6 +43,36 @@ pub fn centered(area: Rect, w: u16, h: u16) -> Rect {
         .flex(Flex::Center)
         .areas(v);
     r
+}
+
+/// Rows `lines` take wrapped at `width` columns (an upper bound: word wrapping may take one more
+/// row now and then than a character count says, so each wrapped line counts one spare).
+pub fn wrapped_height(lines: &[Line], width: u16) -> u16 {
+    let w = usize::from(width.max(1));
+    lines
+        .iter()
+        .map(|l| match l.width() {
+            n if n <= w => 1,
+            n => n.div_ceil(w) + 1,
+        })
+        .sum::<usize>()
+        .min(usize::from(u16::MAX)) as u16
+}
+
+/// A picker overlay: `lines` wrapped in a focused box titled `title`, up to 96 columns wide and
+/// as high as the lines once wrapped (a long description does not push the footer out).
+pub fn wrapped_overlay(f: &mut Frame, area: Rect, title: &str, lines: Vec<Line<'_>>) {
+    let w = 96.min(area.width.saturating_sub(2));
+    let h = wrapped_height(&lines, w.saturating_sub(2)) + 2;
+    let r = centered(area, w, h);
+    f.render_widget(Clear, r);
+    let b = block(title).border_style(theme::BORDER_FOCUS);
+    let inner = b.inner(r);
+    f.render_widget(b, r);
+    f.render_widget(
+        Paragraph::new(super::sanitize::lines(lines)).wrap(Wrap { trim: false }),
+        inner,
+    );
 }
 
 pub fn fmt_ms(v: Option<f64>) -> String {

@@ -5,14 +5,13 @@ use std::collections::BTreeMap;
 
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
-use super::{block, centered};
+use super::wrapped_overlay;
 use crate::presets::Preset;
 use crate::tui::app::App;
 use crate::tui::stats::flags_label;
-use crate::tui::{sanitize, strings, theme};
+use crate::tui::{strings, theme};
 
 pub fn render(app: &App, f: &mut Frame, area: Rect, cursor: usize) {
     let mut lines = Vec::new();
@@ -57,18 +56,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect, cursor: usize) {
         strings::PRESETS_FOOTER,
         theme::DIM,
     )));
-    // as high as the lines once wrapped, so a long description does not push the footer out
-    let w = 96.min(area.width.saturating_sub(2));
-    let h = wrapped_height(&lines, w.saturating_sub(2)) + 2;
-    let r = centered(area, w, h);
-    f.render_widget(Clear, r);
-    let b = block(strings::TITLE_PRESETS).border_style(theme::BORDER_FOCUS);
-    let inner = b.inner(r);
-    f.render_widget(b, r);
-    f.render_widget(
-        Paragraph::new(sanitize::lines(lines)).wrap(Wrap { trim: false }),
-        inner,
-    );
+    wrapped_overlay(f, area, strings::TITLE_PRESETS, lines);
 }
 
 /// The preset's kernel flags (what switching to it runs with). For the current preset, when
@@ -90,18 +78,4 @@ fn flags_text(app: &App, p: &Preset, current: bool) -> String {
     } else {
         preset
     }
-}
-
-/// Rows `lines` take wrapped at `width` columns (an upper bound: word wrapping may take one more
-/// row now and then than a character count says, so each wrapped line counts one spare).
-pub fn wrapped_height(lines: &[Line], width: u16) -> u16 {
-    let w = usize::from(width.max(1));
-    lines
-        .iter()
-        .map(|l| match l.width() {
-            n if n <= w => 1,
-            n => n.div_ceil(w) + 1,
-        })
-        .sum::<usize>()
-        .min(usize::from(u16::MAX)) as u16
 }

@@ -4,14 +4,12 @@
 
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
-use super::presets::wrapped_height;
-use super::{block, centered};
+use super::wrapped_overlay;
 use crate::tui::app::App;
 use crate::tui::stats::flags_label;
-use crate::tui::{flags, sanitize, strings, theme};
+use crate::tui::{flags, strings, theme};
 
 pub fn render(app: &App, f: &mut Frame, area: Rect, cursor: usize) {
     let names = app.flag_names();
@@ -95,15 +93,5 @@ pub fn render(app: &App, f: &mut Frame, area: Rect, cursor: usize) {
         strings::TOGGLES_FOOTER,
         theme::DIM,
     )));
-    let w = 96.min(area.width.saturating_sub(2));
-    let h = wrapped_height(&lines, w.saturating_sub(2)) + 2;
-    let r = centered(area, w, h);
-    f.render_widget(Clear, r);
-    let b = block(strings::TITLE_TOGGLES).border_style(theme::BORDER_FOCUS);
-    let inner = b.inner(r);
-    f.render_widget(b, r);
-    f.render_widget(
-        Paragraph::new(sanitize::lines(lines)).wrap(Wrap { trim: false }),
-        inner,
-    );
+    wrapped_overlay(f, area, strings::TITLE_TOGGLES, lines);
 }
