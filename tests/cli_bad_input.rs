@@ -312,3 +312,23 @@ fn inspect_reports_a_file_the_engine_would_not_load_after_the_report() {
     let ok = strata(&["inspect", &model_arg()]);
     assert!(ok.status.success(), "{}", stderr(&ok));
 }
+
+#[test]
+fn a_bad_sampling_value_is_refused_before_the_model_is_opened() {
+    // the model path does not exist: an error naming the parameter (not the file) shows the
+    // sampling check ran first, before any load
+    let missing = "/nonexistent/strata-test-model.gguf";
+    for (flag, name) in [
+        ("--temp=-1", "temperature"),
+        ("--top-p=1.5", "top_p"),
+        ("--repeat-penalty=0", "repeat_penalty"),
+    ] {
+        let out = strata(&["run", "-m", missing, "-p", "Hello", "-n", "1", flag]);
+        assert_error(&out, &[name]);
+        assert!(
+            !stderr(&out).contains(missing),
+            "{flag}: the model file was looked at first: {}",
+            stderr(&out)
+        );
+    }
+}

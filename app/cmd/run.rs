@@ -120,6 +120,17 @@ fn print_turn(s: &TurnStats) {
 }
 
 pub fn run(a: Args) -> Result<()> {
+    let params = SamplingParams {
+        temperature: a.temp,
+        top_k: a.top_k,
+        top_p: a.top_p,
+        min_p: a.min_p,
+        repeat_penalty: a.repeat_penalty,
+        repeat_last_n: a.repeat_last_n,
+        seed: a.seed,
+    };
+    // a bad value is refused before seconds of loading, not after (the sampler checks again)
+    params.validate()?;
     let model = a.engine.open()?;
     let tok = common::tokenizer(&model.gguf, &model.path)?;
     let (path, eng) = a.engine.load_opened(model, false)?;
@@ -157,15 +168,6 @@ pub fn run(a: Args) -> Result<()> {
             eng.n_ctx()
         );
     }
-    let params = SamplingParams {
-        temperature: a.temp,
-        top_k: a.top_k,
-        top_p: a.top_p,
-        min_p: a.min_p,
-        repeat_penalty: a.repeat_penalty,
-        repeat_last_n: a.repeat_last_n,
-        seed: a.seed,
-    };
     let budget = strata::sycl::default_device()
         .and_then(|d| d.info())
         .map(|i| i.global_mem)
