@@ -22,6 +22,10 @@ mod tests;
 #[cfg(test)]
 mod tests_context;
 #[cfg(test)]
+mod tests_controls;
+#[cfg(test)]
+mod tests_panels;
+#[cfg(test)]
 mod tests_security;
 
 use std::path::PathBuf;
