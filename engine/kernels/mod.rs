@@ -18,7 +18,8 @@ pub use qmatrix::{
 };
 pub use xstage::XStage;
 
-// Float kernels (embedding, norms, RoPE, KV cache, attention, softmax, element-wise), and the
+// Float kernels (embedding, norms, RoPE, KV cache, attention, softmax, element-wise, MoE routing
+// and recombination, gated attention), and the
 // fused ones around the matrix products (norm_q8, glu_q8: + activation rounding; rope_kv).
 pub mod act;
 pub mod actq;
@@ -26,8 +27,10 @@ pub mod attn;
 pub mod attn_prefill;
 pub mod embed;
 pub mod float_args;
+pub mod gated_attn;
 pub mod glu_q8;
 pub mod kv;
+pub mod moe;
 pub mod norm;
 pub mod norm_q8;
 pub mod rope;

@@ -65,6 +65,10 @@ pub const NORM_Q8: KernelSource =
 pub const GLU_Q8: KernelSource = source_with!("glu_q8", ["addr", "act", "actq", "xstage"]);
 /// RoPE on q and k + the f16 KV-cache store (+ Gemma's per-head q/k norms) in one launch.
 pub const ROPE_KV: KernelSource = source_with!("rope_kv", ["addr", "norm", "rope"]);
+/// Mixture-of-experts routing (softmax, top-k, renormalised weights), row gather, recombination.
+pub const MOE: KernelSource = source_with!("moe", ["addr"]);
+/// Gated attention: the q projection split into q and gate, att * sigmoid(gate).
+pub const GATED_ATTN: KernelSource = source_with!("gated_attn", ["addr"]);
 
 /// Matrix products (engine/kernels/{mmvq,matmul}.rs): the per-format decode traits of
 /// `qformats.hpp` prepended to each family's kernel.
@@ -133,6 +137,8 @@ pub const ALL: &[&KernelSource] = &[
     &NORM_Q8,
     &GLU_Q8,
     &ROPE_KV,
+    &MOE,
+    &GATED_ATTN,
 ];
 
 /// Looks a source up by name.
