@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use serde_json::{json, Value as Json};
-use strata::gguf::{ArchParams, GgmlType, Gguf, HParams, MERGES_KEY, TOKENS_KEY};
+use strata::gguf::{ArchParams, GgmlType, Gguf, HParams, Qwen4expParams, MERGES_KEY, TOKENS_KEY};
 
 use super::common;
 
@@ -305,5 +305,46 @@ fn hparam_rows(h: &HParams) -> Vec<(&'static str, String)> {
         ));
         rows.push(("rope_freq_base_local", p.rope_freq_base_local.to_string()));
     }
+    if let ArchParams::Qwen4exp(p) = &h.extra {
+        rows.extend(qwen4exp_rows(p));
+    }
     rows
+}
+
+/// The hyper-connection, MoE and layer-kind rows of a qwen4exp file.
+fn qwen4exp_rows(p: &Qwen4expParams) -> Vec<(&'static str, String)> {
+    let kinds: String = p
+        .recurrent
+        .iter()
+        .zip(&p.compress_ratios)
+        .map(|(&r, &c)| match (r, c) {
+            (true, _) => 'D',
+            (false, 0) => 'A',
+            (false, _) => 'Q',
+        })
+        .collect();
+    let ssm = p.ssm.map(|x| x.to_string()).join("/");
+    let idx = p.indexer.map(|x| x.to_string()).join("/");
+    vec![
+        ("hyper_connection.count", p.hc_count.to_string()),
+        ("hyper_connection.low_rank", p.hc_rank.to_string()),
+        ("expert_count", p.n_expert.to_string()),
+        ("expert_used_count", p.n_expert_used.to_string()),
+        ("expert_feed_forward_length", p.n_ff_exp.to_string()),
+        (
+            "expert_shared_feed_forward_length",
+            p.n_ff_shexp.to_string(),
+        ),
+        (
+            "expert_gating",
+            "softmax, top-k, renormalised (fixed)".into(),
+        ),
+        ("rope.dimension_sections", format!("{:?}", p.rope_sections)),
+        // A = full attention, D = Gated DeltaNet, Q = QSA (compressed) attention
+        ("layer_kinds", kinds),
+        ("ple.layers", format!("{:?}", p.ple_layers)),
+        ("nextn_predict_layers", p.nextn_layers.to_string()),
+        ("ssm (conv/inner/state/dt_rank/groups)", ssm),
+        ("attention.indexer (heads/key_length/top_k)", idx),
+    ]
 }

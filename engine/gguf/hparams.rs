@@ -8,6 +8,7 @@
 //! are `#[non_exhaustive]` for callers outside the crate.
 
 use super::error::{GgufError, Result};
+use super::hparams_qwen4exp::{self, Qwen4expParams};
 use super::reader::Gguf;
 use super::vocab::TOKENS_KEY;
 
@@ -19,16 +20,20 @@ pub enum Arch {
     Llama,
     /// Gemma 3: adds q/k norms, post-norms, sliding-window layers with their own RoPE base.
     Gemma3,
+    /// Qwen3.8-Flash-Next: hyper-connection residual streams, gated attention (and Gated
+    /// DeltaNet / QSA layers, refused until the engine runs them), MoE with a shared expert.
+    Qwen4exp,
 }
 
 impl Arch {
-    pub const ALL: &'static [Arch] = &[Arch::Llama, Arch::Gemma3];
+    pub const ALL: &'static [Arch] = &[Arch::Llama, Arch::Gemma3, Arch::Qwen4exp];
 
     /// The `general.architecture` string (also the metadata key prefix).
     pub fn name(self) -> &'static str {
         match self {
             Arch::Llama => "llama",
             Arch::Gemma3 => "gemma3",
+            Arch::Qwen4exp => "qwen4exp",
         }
     }
 
@@ -43,6 +48,7 @@ impl Arch {
 pub enum ArchParams {
     Llama,
     Gemma3(Gemma3Params),
+    Qwen4exp(Qwen4expParams),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -74,7 +80,8 @@ pub struct HParams {
     pub embedding_length: u32,
     /// `{arch}.block_count`: number of layers (required).
     pub block_count: u32,
-    /// `{arch}.feed_forward_length`: FFN hidden width (required).
+    /// `{arch}.feed_forward_length`: FFN hidden width (required; qwen4exp: optional, 0 when
+    /// absent, as llama.cpp reads it).
     pub feed_forward_length: u32,
     /// `{arch}.attention.head_count` (required).
     pub head_count: u32,
@@ -109,6 +116,13 @@ impl HParams {
         self.head_count / self.head_count_kv
     }
 
+    pub fn qwen4exp(&self) -> Option<&Qwen4expParams> {
+        match &self.extra {
+            ArchParams::Qwen4exp(p) => Some(p),
+            _ => None,
+        }
+    }
+
     pub fn gemma3(&self) -> Option<&Gemma3Params> {
         match &self.extra {
             ArchParams::Gemma3(p) => Some(p),
@@ -141,7 +155,10 @@ fn read(g: &Gguf) -> Result<HParams> {
     let context_length = positive("context_length")?;
     let embedding_length = positive("embedding_length")?;
     let block_count = positive("block_count")?;
-    let feed_forward_length = positive("feed_forward_length")?;
+    let feed_forward_length = match arch {
+        Arch::Qwen4exp => g.opt_u32(&k("feed_forward_length"))?.unwrap_or(0),
+        _ => positive("feed_forward_length")?,
+    };
     let head_count = positive("attention.head_count")?;
     let head_count_kv = positive_or("attention.head_count_kv", head_count)?;
     if head_count % head_count_kv != 0 {
@@ -192,6 +209,9 @@ fn read(g: &Gguf) -> Result<HParams> {
             sliding_window_pattern: positive_or("attention.sliding_window_pattern", 6)?,
             rope_freq_base_local: positive_f32(g, &k("rope.freq_base_swa"))?.unwrap_or(10000.0),
         }),
+        Arch::Qwen4exp => {
+            ArchParams::Qwen4exp(hparams_qwen4exp::read(g, block_count, feed_forward_length)?)
+        }
     };
 
     Ok(HParams {

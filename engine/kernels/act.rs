@@ -1,9 +1,10 @@
 //! Element-wise kernels (`sycl/kernels/act.cpp`) over n elements of any shape, e.g. (T, n_ff):
 //! gated FFN activations out = act(gate) * up with SiLU (llama) or GELU-tanh (Gemma), the
-//! residual add and a scale. Outputs may alias inputs. Element-wise, so multi-row calls are
+//! residual add, a scale, and a row repeated into hyper-connection streams. Outputs may alias
+//! inputs (except the repeat's). Element-wise, so multi-row calls are
 //! bitwise the one-row calls.
 
-use super::float_args::{holds, int, round_up};
+use super::float_args::{holds, int, prod, round_up};
 use crate::sycl::{kernels, Arg, Context, DeviceBuffer, Kernel, NdRange, Queue, Result};
 
 const OP: &str = "elementwise";
@@ -14,6 +15,7 @@ pub struct Elementwise {
     gelu_mul: Kernel,
     add: Kernel,
     scale: Kernel,
+    repeat: Kernel,
 }
 
 impl Elementwise {
@@ -24,6 +26,7 @@ impl Elementwise {
             gelu_mul: m.kernel("gelu_mul")?,
             add: m.kernel("add_f32")?,
             scale: m.kernel("scale_f32")?,
+            repeat: m.kernel("repeat_rows")?,
         })
     }
 
@@ -90,6 +93,37 @@ impl Elementwise {
         n: usize,
     ) -> Result<()> {
         self.binary(q, &self.add, a, b, out, n)
+    }
+
+    /// out[r, s, :] = x[r, :] for every s < streams (`out` is not `x`): a row copied into each of
+    /// its hyper-connection streams. Exact copies.
+    pub fn repeat_rows(
+        &self,
+        q: &Queue,
+        x: &DeviceBuffer<f32>,   // (rows, n)
+        out: &DeviceBuffer<f32>, // (rows, streams, n)
+        rows: usize,
+        n: usize,
+        streams: usize,
+    ) -> Result<()> {
+        let total = prod(OP, &[rows, streams, n])?;
+        holds(OP, "x", x, prod(OP, &[rows, n])?)?;
+        holds(OP, "out", out, total)?;
+        if total == 0 {
+            return Ok(());
+        }
+        int(OP, "rows * streams * n", round_up(total, 256))?;
+        q.launch(
+            &self.repeat,
+            NdRange::d1(round_up(total, 256), 256),
+            &[
+                Arg::addr(x),
+                Arg::addr(out),
+                Arg::i32(total as i32),
+                Arg::i32(int(OP, "n", n)?),
+                Arg::i32(int(OP, "streams", streams)?),
+            ],
+        )
     }
 
     /// out = x * s (`out` may be `x`).

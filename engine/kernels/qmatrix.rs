@@ -170,6 +170,57 @@ impl QuantMatrix {
         })
     }
 
+    /// Uploads `bytes` (n_out, n_in) as they are, without a tiled copy: for stacked matrices
+    /// read a slice of rows at a time (`rows`: a MoE layer's experts), which the tiled layout
+    /// does not allow.
+    pub fn upload_stacked(
+        store: &impl Store,
+        name: &str,
+        type_id: u32,
+        n_out: usize,
+        n_in: usize,
+        bytes: &[u8],
+    ) -> Result<QuantMatrix> {
+        let want = quant::bytes_for(type_id, n_out * n_in)?;
+        if bytes.len() != want {
+            return Err(MatrixError::Shape {
+                what: name.to_string(),
+                message: format!(
+                    "{} bytes for a ({n_out}, {n_in}) {} matrix, expected {want}",
+                    bytes.len(),
+                    quant::type_name(type_id)?
+                ),
+            });
+        }
+        Ok(QuantMatrix {
+            buf: Some(store.put(bytes)?),
+            tiled: None,
+            type_id,
+            n_out,
+            n_in,
+        })
+    }
+
+    /// Rows [start, start + n) as a matrix of their own (GGUF bytes at their offset; no tiled
+    /// copy). Err when a row is not whole blocks of the format, or the rows are past the end.
+    pub fn rows(&self, start: usize, n: usize) -> Result<WeightView<'_>> {
+        let row = quant::bytes_for(self.type_id, self.n_in)?;
+        if start + n > self.n_out {
+            return Err(MatrixError::Shape {
+                what: "rows".into(),
+                message: format!("rows {start}..{} of a matrix of {}", start + n, self.n_out),
+            });
+        }
+        Ok(WeightView {
+            buf: self.buf.as_ref(),
+            offset: start * row,
+            type_id: self.type_id,
+            n_out: n,
+            n_in: self.n_in,
+            tiled: None,
+        })
+    }
+
     pub fn view(&self) -> WeightView<'_> {
         WeightView {
             buf: self.buf.as_ref(),

@@ -44,6 +44,9 @@ pub struct ModelConfig {
     pub rms_eps: f32,
     /// NEOX rotation (pairs (i, i + n_rot/2)) instead of llama's (2i, 2i + 1).
     pub rope_neox: bool,
+    /// IMRoPE sections (t, h, w, e) for text positions [p, p, p, 0] (`qwen4exp`): which rotated
+    /// pairs turn (`kernels::rope::imrope_freqs`); None: every pair of n_rot.
+    pub rope_sections: Option<[u32; 4]>,
     /// Linear RoPE scaling: positions are multiplied by 1 / factor.
     pub rope_scale: f32,
     /// Multiplies the embedding rows (Gemma: sqrt(n_embd)).
@@ -63,6 +66,7 @@ pub struct ModelConfig {
 pub struct ArchShape {
     pub residual: Residual,
     pub rope_neox: bool,
+    pub rope_sections: Option<[u32; 4]>,
     pub embd_scale: f32,
     pub layers: Vec<LayerConfig>,
 }
@@ -115,7 +119,8 @@ impl ModelConfig {
                 blocks.saturating_sub(1)
             )));
         }
-        let a = arch::shape(&hp, n_layer).map_err(shape)?;
+        let has = |name: &str| g.tensor_info(name).is_some();
+        let a = arch::shape(&hp, n_layer, &has).map_err(shape)?;
         let spm = g
             .opt_str("tokenizer.ggml.model")?
             .map(|m| m == "llama")
@@ -133,6 +138,7 @@ impl ModelConfig {
             n_ctx_train: hp.context_length as usize,
             rms_eps: hp.rms_eps,
             rope_neox: a.rope_neox,
+            rope_sections: a.rope_sections,
             rope_scale: hp.rope_scaling_factor.map(|f| 1.0 / f).unwrap_or(1.0),
             embd_scale: a.embd_scale,
             attn_scale: 1.0 / (head_dim as f32).sqrt(),
@@ -158,6 +164,14 @@ impl ModelConfig {
         self.layers.iter().map(|l| l.ffn_width()).max().unwrap_or(0)
     }
 
+    /// A step reads device results back to the host mid-step (a MoE layer's router choice), so
+    /// it cannot be recorded into a graph.
+    pub fn host_synchronous(&self) -> bool {
+        self.layers
+            .iter()
+            .any(|l| matches!(l.ffn.part, super::parts::Ffn::Moe(_)))
+    }
+
     /// Floats per token of the residual stream (what crosses cards in a layer split).
     pub fn residual_width(&self) -> usize {
         self.residual.streams() * self.n_embd
@@ -168,6 +182,10 @@ impl ModelConfig {
 pub mod names {
     pub const TOKEN_EMBD: &str = "token_embd.weight";
     pub const OUTPUT_NORM: &str = "output_norm.weight";
+    /// The head's hyper-connection mixer (no injection rows).
+    pub const OUTPUT_HC_NORM: &str = "output_hc_norm.weight";
+    pub const OUTPUT_HC_DOWN: &str = "output_hc_down.weight";
+    pub const OUTPUT_HC_UP: &str = "output_hc_up.weight";
     pub const OUTPUT: &str = "output.weight";
 
     pub fn blk(il: usize, what: &str) -> String {

@@ -311,7 +311,8 @@ impl Engine {
     /// Turns the recording and replay of steps of up to `LOGIT_ROWS` rows on or off (default:
     /// on for GPUs, off for the CPU device; `--graphs` / `--no-graphs`). Off drops the graphs.
     pub fn set_step_graphs(&mut self, on: bool) {
-        self.graphs.on = on;
+        // a MoE layer reads the router's choice back to the host mid-step: nothing to record
+        self.graphs.on = on && !self.cfg.host_synchronous();
         self.graphs.clear();
     }
 

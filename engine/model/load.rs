@@ -90,7 +90,7 @@ impl Engine {
         // stops it at its next module.
         let stop = AtomicBool::new(false);
         let (weights, kernels) = std::thread::scope(|s| {
-            let kernels = s.spawn(|| Kernels::load(&ctx, cfg.head_dim, plan, &stop));
+            let kernels = s.spawn(|| Kernels::load(&ctx, &cfg, plan, &stop));
             if on_cpu {
                 // The thread that loads is the one that runs the steps (the server's worker,
                 // the CLI's main thread): keep it off the runtime's pinned worker
@@ -108,6 +108,12 @@ impl Engine {
             Ok::<_, EngineError>((weights?, kernels?))
         })?;
         kernels.mat.prepare(&weights.matrix_layouts(&cfg))?;
+        if let Some(hc) = &kernels.hc {
+            // one module per (down, inject, up) weight types, built now rather than mid-step
+            for (down, inject, up) in weights.hc_types() {
+                hc.prepare(down, inject, up)?;
+            }
+        }
         if plan.fold_norms && plan.fused && plan.act_round {
             // the modules of the folded projections (Wo, Wdown), built now rather than in the
             // first token's time (Gemma 3's down is Q4_K or Q6_K by layer: all distinct types)
@@ -152,6 +158,7 @@ impl Engine {
             None
         };
         let n_params = g.tensors().iter().map(|t| t.n_elements).sum();
+        let graphs = StepGraphs::new(!on_cpu && !cfg.host_synchronous());
         Ok(Engine {
             cfg,
             stages,
@@ -162,7 +169,7 @@ impl Engine {
             pos: 0,
             file_bytes: g.file_len(),
             n_params,
-            graphs: StepGraphs::new(!on_cpu),
+            graphs,
         })
     }
 }

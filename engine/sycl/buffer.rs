@@ -319,6 +319,46 @@ impl Queue {
         })
     }
 
+    /// Copies `n` elements from `src[src_at..]` to `dst[dst_at..]` on this device (a block of rows
+    /// between activation buffers). Asynchronous; the ranges must lie inside both buffers.
+    pub fn copy_range<T: Copy>(
+        &self,
+        src: &DeviceBuffer<T>,
+        src_at: usize,
+        dst: &DeviceBuffer<T>,
+        dst_at: usize,
+        n: usize,
+    ) -> Result<Event> {
+        if src_at + n > src.len || dst_at + n > dst.len {
+            return Err(SyclError::invalid(
+                "copy_range",
+                format!(
+                    "{n} elements from {src_at} of {} into {dst_at} of {}",
+                    src.len, dst.len
+                ),
+            ));
+        }
+        for b in [src.queue.device(), dst.queue.device()] {
+            if b != self.device() {
+                return Err(SyclError::invalid(
+                    "copy_range",
+                    "buffer lives on another device: use sycl::copy_across",
+                ));
+            }
+        }
+        let size = std::mem::size_of::<T>();
+        with_event("copy_range", |e| unsafe {
+            // SAFETY: both ranges were checked to lie inside live buffers of T.
+            ffi::strata_memcpy(
+                self.raw(),
+                (dst.ptr as *mut u8).add(dst_at * size) as *mut c_void,
+                (src.ptr as *const u8).add(src_at * size) as *const c_void,
+                n * size,
+                e,
+            )
+        })
+    }
+
     /// Fills every element with `value` (element sizes 1, 2, 4 or 8 bytes). Asynchronous.
     pub fn fill<T: DevicePod>(&self, dst: &DeviceBuffer<T>, value: T) -> Result<Event> {
         let size = std::mem::size_of::<T>();

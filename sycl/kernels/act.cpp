@@ -3,6 +3,7 @@
 //   gelu_mul:  out = gelu_tanh(gate) * up       (Gemma FFN, GELU with the tanh approximation)
 //   add_f32:   out = a + b                      (residual)
 //   scale_f32: out = x * s
+//   repeat_rows: out[r, s, :] = x[r, :] for s < S (the hyper-connection streams' start)
 // out may alias any input. Launch: nd_range<1>{ceil(n, 256), 256}.
 // Not built with -ffast-math: silu/gelu at large |gate| rely on exp/tanh saturating exactly.
 #include <sycl/sycl.hpp>
@@ -65,4 +66,16 @@ STRATA_KERNEL void scale_f32(uint64_t a_x, // (n)
   const size_t i = elem_index();
   if (i >= (size_t)n) return;
   out[i] = x[i] * s;
+}
+
+STRATA_KERNEL void repeat_rows(uint64_t a_x,   // (rows, n)
+                               uint64_t a_out, // (rows, S, n); not x
+                               int total,      // rows * S * n
+                               int n, int streams) {
+  const float *x = STRATA_ADDR(const float, a_x);
+  float *out = STRATA_ADDR(float, a_out);
+  const size_t i = elem_index();
+  if (i >= (size_t)total) return;
+  const size_t row = i / ((size_t)n * streams);
+  out[i] = x[row * n + i % n];
 }

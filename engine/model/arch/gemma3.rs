@@ -11,7 +11,11 @@ use crate::kernels::glu_q8::Glu;
 use crate::model::config::ArchShape;
 use crate::model::parts::{Attention, Dense, Layer, Residual};
 
-pub fn shape(hp: &HParams, n_layer: usize) -> Result<ArchShape, String> {
+pub fn shape(
+    hp: &HParams,
+    n_layer: usize,
+    _has: &dyn Fn(&str) -> bool,
+) -> Result<ArchShape, String> {
     let g3 = hp
         .gemma3()
         .ok_or_else(|| "gemma3 without its parameters".to_string())?;
@@ -33,6 +37,8 @@ pub fn shape(hp: &HParams, n_layer: usize) -> Result<ArchShape, String> {
                 rope_base,
                 window,
                 qk_norm: true,
+                gated: false,
+                indexer: None,
             };
             let dense = Dense {
                 n_ff: hp.feed_forward_length as usize,
@@ -44,6 +50,7 @@ pub fn shape(hp: &HParams, n_layer: usize) -> Result<ArchShape, String> {
     Ok(ArchShape {
         residual: Residual::Single,
         rope_neox: true,
+        rope_sections: None,
         embd_scale: (hp.embedding_length as f32).sqrt(),
         layers,
     })

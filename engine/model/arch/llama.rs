@@ -9,11 +9,17 @@ use crate::kernels::glu_q8::Glu;
 use crate::model::config::ArchShape;
 use crate::model::parts::{Attention, Dense, Layer, Residual};
 
-pub fn shape(hp: &HParams, n_layer: usize) -> Result<ArchShape, String> {
+pub fn shape(
+    hp: &HParams,
+    n_layer: usize,
+    _has: &dyn Fn(&str) -> bool,
+) -> Result<ArchShape, String> {
     let attention = Attention {
         rope_base: hp.rope_freq_base,
         window: 0,
         qk_norm: false,
+        gated: false,
+        indexer: None,
     };
     let dense = Dense {
         n_ff: hp.feed_forward_length as usize,
@@ -22,6 +28,7 @@ pub fn shape(hp: &HParams, n_layer: usize) -> Result<ArchShape, String> {
     Ok(ArchShape {
         residual: Residual::Single,
         rope_neox: false,
+        rope_sections: None,
         embd_scale: 1.0,
         layers: vec![Layer::attention_dense(attention, dense, false); n_layer],
     })

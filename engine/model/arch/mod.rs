@@ -10,15 +10,22 @@
 
 mod gemma3;
 mod llama;
+mod qwen4exp;
 
 use super::config::ArchShape;
 use crate::gguf::{Arch, HParams};
 
-/// The architecture's layers for a file of `n_layer` blocks; Err says what does not fit.
-pub fn shape(hp: &HParams, n_layer: usize) -> Result<ArchShape, String> {
+/// The architecture's layers for a file of `n_layer` blocks (`has`: whether the file holds a
+/// tensor, for the layouts a converter may choose); Err says what does not fit.
+pub fn shape(
+    hp: &HParams,
+    n_layer: usize,
+    has: &dyn Fn(&str) -> bool,
+) -> Result<ArchShape, String> {
     match hp.arch {
-        Arch::Llama => llama::shape(hp, n_layer),
-        Arch::Gemma3 => gemma3::shape(hp, n_layer),
+        Arch::Llama => llama::shape(hp, n_layer, has),
+        Arch::Gemma3 => gemma3::shape(hp, n_layer, has),
+        Arch::Qwen4exp => qwen4exp::shape(hp, n_layer, has),
     }
 }
 

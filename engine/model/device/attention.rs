@@ -36,6 +36,9 @@ pub fn run<'w>(
 ) -> Result<Pending<'w>, EngineError> {
     let (k, t) = (l.k, l.t);
     let (wq, wk, wv, wo) = (a.wq.view(), a.wk.view(), a.wv.view(), a.wo.view());
+    if spec.gated {
+        return gated(l, s, a, spec, input);
+    }
     let outs = &mut [(&wq, &mut s.q), (&wk, &mut s.k), (&wv, &mut s.v)];
     products(l, &s.h, &s.xq, &s.xst, input, outs)?;
     // fused: the attention rounds its output for Wo (and stages it)
@@ -47,6 +50,39 @@ pub fn run<'w>(
         None => Src::Raw(Slot::Att),
     };
     Ok(Pending { w: wo, src })
+}
+
+/// Gated attention (`qwen4exp`): Wq gives [q | gate] per head; q, k, v as plain attention; the
+/// output times sigmoid(gate) before Wo (so the attention never rounds its output for Wo).
+fn gated<'w>(
+    l: &LayerCtx,
+    s: &mut Scratch,
+    a: &'w AttnWeights,
+    spec: &Attention,
+    input: Input,
+) -> Result<Pending<'w>, EngineError> {
+    let (k, q, c, t) = (l.k, l.q, l.cfg, l.t);
+    let hs = s
+        .hyper
+        .as_mut()
+        .ok_or_else(|| EngineError::Unsupported("gated attention without its scratch".into()))?;
+    let (wq, wk, wv, wo) = (a.wq.view(), a.wk.view(), a.wv.view(), a.wo.view());
+    let outs = &mut [(&wq, &mut hs.qg), (&wk, &mut s.k), (&wv, &mut s.v)];
+    products(l, &s.h, &s.xq, &s.xst, input, outs)?;
+    k.gated()?
+        .split_q_gate(q, &hs.qg, &s.q, &hs.agate, t, c.n_head, c.head_dim)?;
+    let qk_norm = a.qk_norm.as_ref().map(|(qn, kn)| (qn, kn));
+    rope_store_attend(l, s, spec, qk_norm, None, None)?;
+    let hs = s
+        .hyper
+        .as_ref()
+        .ok_or_else(|| EngineError::Unsupported("gated attention without its scratch".into()))?;
+    k.gated()?
+        .sigmoid_mul(q, &s.att, &hs.agate, t * c.q_dim())?;
+    Ok(Pending {
+        w: wo,
+        src: Src::Raw(Slot::Att),
+    })
 }
 
 /// [Per-head RMS norms of q and k (`qk_norm` = (q_norm, k_norm), each (head_dim)),] RoPE on q

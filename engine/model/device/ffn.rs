@@ -2,10 +2,10 @@
 //!   gate, up = Wgate h, Wup h; a = act(gate) * up (SiLU or GELU-tanh); Wdown a left pending
 //!   (`residual::boundary` runs it).
 //! The plan's rewrite: the activation rounding its output for Wdown in the same launch
-//! (`GluQ8`, `Plan::fused_glu_round`). MoE is declared (parts/ffn.rs) but not run yet.
+//! (`GluQ8`, `Plan::fused_glu_round`). MoE: device/moe.rs.
 
 use super::scratch::Scratch;
-use super::{products, Input, LayerCtx, Pending, Slot, Src};
+use super::{moe, products, Input, LayerCtx, Out, Pending, Slot, Src};
 use crate::kernels::glu_q8::Glu;
 use crate::model::parts::{Dense, Ffn};
 use crate::model::weights::{DenseWeights, FfnWeights};
@@ -17,11 +17,12 @@ pub fn run<'w>(
     f: &'w FfnWeights,
     spec: &Ffn,
     input: Input,
-) -> Result<Pending<'w>, EngineError> {
+) -> Result<Out<'w>, EngineError> {
     match (f, spec) {
-        (FfnWeights::Dense(d), Ffn::Dense(ds)) => dense(l, s, d, ds, input),
+        (FfnWeights::Dense(d), Ffn::Dense(ds)) => dense(l, s, d, ds, input).map(Out::Product),
+        (FfnWeights::Moe(m), Ffn::Moe(ms)) => moe::run(l, s, m, ms, input).map(|()| Out::Ready),
         _ => Err(EngineError::Unsupported(format!(
-            "layer {}: a mixture-of-experts FFN on the device",
+            "layer {}: the FFN's weights do not match its declaration",
             l.il
         ))),
     }

@@ -5,13 +5,17 @@ use crate::kernels::act::Elementwise;
 use crate::kernels::actq::ActQ;
 use crate::kernels::attn_prefill::AttnDispatch;
 use crate::kernels::embed::Embed;
+use crate::kernels::gated_attn::GatedAttnKernels;
 use crate::kernels::glu_q8::GluQ8;
+use crate::kernels::hc::HcRead;
 use crate::kernels::kv::KvStore;
+use crate::kernels::moe::MoeKernels;
 use crate::kernels::norm::Norm;
 use crate::kernels::norm_q8::NormQ8;
 use crate::kernels::rope::Rope;
 use crate::kernels::rope_kv::RopeKv;
 use crate::kernels::{MatmulTile, MatrixKernels};
+use crate::model::config::ModelConfig;
 use crate::model::plan::Plan;
 use crate::model::EngineError;
 use crate::sycl::Context;
@@ -29,6 +33,12 @@ pub struct Kernels {
     pub norm_q8: NormQ8,
     pub glu_q8: GluQ8,
     pub rope_kv: RopeKv,
+    /// The hyper-connection read (Residual::Hyper models only: built when the model needs it).
+    pub hc: Option<HcRead>,
+    /// The MoE router, gather and combine (models with a MoE layer).
+    pub moe: Option<MoeKernels>,
+    /// The gated attention's q/gate split and output gate.
+    pub gated: Option<GatedAttnKernels>,
     pub plan: Plan,
 }
 
@@ -39,10 +49,11 @@ impl Kernels {
     /// sets it when it fails).
     pub fn load(
         ctx: &Context,
-        head_dim: usize,
+        cfg: &ModelConfig,
         plan: Plan,
         stop: &AtomicBool,
     ) -> Result<Kernels, EngineError> {
+        let head_dim = cfg.head_dim;
         let go = || match stop.load(Ordering::Relaxed) {
             true => Err(EngineError::Unsupported("kernel load abandoned".into())),
             false => Ok(()),
@@ -77,6 +88,28 @@ impl Kernels {
         let glu_q8 = GluQ8::new(ctx)?;
         go()?;
         let rope_kv = RopeKv::new(ctx)?;
+        // the families only some architectures use: a model that does not use them builds none
+        let hc = match cfg.residual.hyper() {
+            Some(_) => {
+                go()?;
+                Some(HcRead::new(ctx)?)
+            }
+            None => None,
+        };
+        let moe = match cfg.host_synchronous() {
+            true => {
+                go()?;
+                Some(MoeKernels::new(ctx)?)
+            }
+            false => None,
+        };
+        let gated = match cfg.layers.iter().any(|l| l.attention().gated) {
+            true => {
+                go()?;
+                Some(GatedAttnKernels::new(ctx)?)
+            }
+            false => None,
+        };
         Ok(Kernels {
             mat,
             embed,
@@ -89,7 +122,31 @@ impl Kernels {
             norm_q8,
             glu_q8,
             rope_kv,
+            hc,
+            moe,
+            gated,
             plan,
         })
     }
+
+    /// The hyper-connection read, or the error of a model that did not load it.
+    pub fn hc(&self) -> Result<&HcRead, EngineError> {
+        self.hc
+            .as_ref()
+            .ok_or_else(|| missing("the hyper-connection read"))
+    }
+
+    pub fn moe(&self) -> Result<&MoeKernels, EngineError> {
+        self.moe.as_ref().ok_or_else(|| missing("the MoE kernels"))
+    }
+
+    pub fn gated(&self) -> Result<&GatedAttnKernels, EngineError> {
+        self.gated
+            .as_ref()
+            .ok_or_else(|| missing("the gated attention kernels"))
+    }
+}
+
+fn missing(what: &str) -> EngineError {
+    EngineError::Unsupported(format!("{what}: not built for this model"))
 }

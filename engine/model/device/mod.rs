@@ -13,7 +13,9 @@
 pub mod attention;
 pub mod ffn;
 pub mod head;
+pub mod hyper;
 pub mod kernels;
+pub mod moe;
 pub mod products;
 pub mod residual;
 pub mod scratch;
@@ -72,6 +74,13 @@ pub enum Src {
 pub struct Pending<'w> {
     pub w: WeightView<'w>,
     pub src: Src,
+}
+
+/// What a part leaves: its last product pending (`residual::boundary` or the hyper-connection
+/// write runs it), or its output already in s.o (the MoE FFN: many products, combined).
+pub enum Out<'w> {
+    Product(Pending<'w>),
+    Ready,
 }
 
 /// The next part's read: its norm and the products of the normed rows.

@@ -30,6 +30,10 @@ pub struct Scratch {
     pub sel: DeviceBuffer<f32>,  // (LOGIT_ROWS, n_embd)
     pub logits1: DeviceBuffer<f32>, // (1, n_vocab)
     pub logits: DeviceBuffer<f32>, // (LOGIT_ROWS, n_vocab)
+    /// The hyper-connection reads' and the gated attention's buffers (Residual::Hyper models).
+    pub hyper: Option<super::hyper::HyperScratch>,
+    /// The MoE FFN's buffers (models with a MoE layer).
+    pub moe: Option<super::moe::MoeScratch>,
     pub bytes: usize,
 }
 
@@ -73,10 +77,17 @@ impl Scratch {
             ids: q.alloc::<i32>(rows)?,
             pos: q.alloc::<i32>(rows)?,
             arrivals: q.upload(&[0u32])?,
+            hyper: None,
+            moe: None,
             bytes: 0,
         };
+        let hyper = super::hyper::HyperScratch::new(q, c, rows)?;
+        let moe = super::moe::MoeScratch::new(q, c, rows)?;
+        let extra = hyper.as_ref().map_or(0, |h| h.bytes) + moe.as_ref().map_or(0, |m| m.bytes);
         Ok(Scratch {
-            bytes: bytes + rows * 8 + 4,
+            bytes: bytes + rows * 8 + 4 + extra,
+            hyper,
+            moe,
             ..s
         })
     }

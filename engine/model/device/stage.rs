@@ -55,7 +55,10 @@ impl Stage {
             let i = match rope_tables.iter().position(|t| t.base() == base) {
                 Some(i) => i,
                 None => {
-                    rope_tables.push(RopeTable::new(&q, base, cfg.n_rot)?);
+                    rope_tables.push(match cfg.rope_sections {
+                        None => RopeTable::new(&q, base, cfg.n_rot)?,
+                        Some(sections) => RopeTable::with_sections(&q, base, cfg.n_rot, sections)?,
+                    });
                     rope_tables.len() - 1
                 }
             };

@@ -4,9 +4,12 @@
 //! whether run directly or recorded into a graph (plan/graphs.rs).
 
 use super::stage::Stage;
-use super::{attention, ffn, head, residual, Input, LayerCtx, Pending, Read};
+use super::{attention, ffn, head, hyper, residual, Input, LayerCtx, Out, Read};
 use crate::model::config::ModelConfig;
-use crate::model::weights::{FfnWeights, LayerWeights, MixerWeights, SubWeights, Weights};
+use crate::model::parts::Residual;
+use crate::model::weights::{
+    FfnWeights, LayerWeights, MixerWeights, ReadWeights, SubWeights, Weights,
+};
 use crate::model::EngineError;
 use crate::sycl::{DeviceBuffer, Queue};
 
@@ -27,22 +30,28 @@ pub struct StageStep<'a> {
 
 /// One residual sublayer of a layer: the mixer's or the FFN's.
 #[derive(Clone, Copy)]
-enum Part<'w> {
+pub(super) enum Part<'w> {
     Mixer(&'w SubWeights<MixerWeights>),
     Ffn(&'w SubWeights<FfnWeights>),
 }
 
 impl<'w> Part<'w> {
-    fn read(self) -> Read<'w> {
+    /// The single-stream read: the part's norm and its first products.
+    fn read(self) -> Result<Read<'w>, EngineError> {
+        let (read, consumers) = match self {
+            Part::Mixer(m) => (&m.read, m.part.first_products()),
+            Part::Ffn(f) => (&f.read, f.part.first_products()),
+        };
+        let norm = read.norm().ok_or_else(|| {
+            EngineError::Unsupported("a hyper-connection read on the single-stream path".into())
+        })?;
+        Ok(Read { norm, consumers })
+    }
+
+    pub(super) fn read_weights(self) -> &'w ReadWeights {
         match self {
-            Part::Mixer(m) => Read {
-                norm: &m.norm,
-                consumers: m.part.first_products(),
-            },
-            Part::Ffn(f) => Read {
-                norm: &f.norm,
-                consumers: f.part.first_products(),
-            },
+            Part::Mixer(m) => &m.read,
+            Part::Ffn(f) => &f.read,
         }
     }
 
@@ -53,24 +62,38 @@ impl<'w> Part<'w> {
         }
     }
 
-    /// The part from its input to its pending last product.
-    fn run(self, l: &LayerCtx, s: &mut Scratch, input: Input) -> Result<Pending<'w>, EngineError> {
+    /// The part from its input to its pending last product (or its output, in s.o).
+    pub(super) fn run(
+        self,
+        l: &LayerCtx,
+        s: &mut Scratch,
+        input: Input,
+    ) -> Result<Out<'w>, EngineError> {
         let lc = &l.cfg.layers[l.il];
         match self {
             Part::Mixer(m) => match &m.part {
-                MixerWeights::Attention(a) => attention::run(l, s, a, lc.attention(), input),
+                MixerWeights::Attention(a) => {
+                    attention::run(l, s, a, lc.attention(), input).map(Out::Product)
+                }
             },
             Part::Ffn(f) => ffn::run(l, s, &f.part, &lc.ffn.part, input),
         }
     }
 }
 
-fn parts(lw: &LayerWeights) -> [Part<'_>; 2] {
+pub(super) fn parts(lw: &LayerWeights) -> [Part<'_>; 2] {
     [Part::Mixer(&lw.mixer), Part::Ffn(&lw.ffn)]
 }
 
 impl StageStep<'_> {
     pub fn run(&self, q: &Queue, st: &mut Stage) -> Result<(), EngineError> {
+        match self.cfg.residual {
+            Residual::Single => self.run_single(q, st),
+            Residual::Hyper(h) => hyper::run(self, q, st, h),
+        }
+    }
+
+    fn run_single(&self, q: &Queue, st: &mut Stage) -> Result<(), EngineError> {
         let (c, k, t) = (self.cfg, self.k, self.t);
         let s = &mut st.scratch;
         if self.embed {
@@ -109,10 +132,14 @@ impl StageStep<'_> {
             };
             let inp = match input.take() {
                 Some(inp) => inp,
-                None => residual::read(&l, s, &part.read())?,
+                None => residual::read(&l, s, &part.read()?)?,
             };
-            let pending = part.run(&l, s, inp)?;
-            let next = seq.get(i + 1).map(|&(_, p)| p.read());
+            let Out::Product(pending) = part.run(&l, s, inp)? else {
+                return Err(EngineError::Unsupported(format!(
+                    "layer {il}: a part without a last product on the single-stream path"
+                )));
+            };
+            let next = seq.get(i + 1).map(|&(_, p)| p.read()).transpose()?;
             input = residual::boundary(&l, s, pending, part.post_norm(), next.as_ref())?;
         }
         let n = self.head_rows;

@@ -1,6 +1,5 @@
 //! The FFN's declaration: `Dense` (gate/up/down) or `Moe` (a router over experts, an optional
-//! shared expert). No shipped architecture declares `Moe` yet (issue 25's does); the type is
-//! here so its tensors, weights and the places that must handle it are named already.
+//! shared expert with its own per-token sigmoid gate; `qwen4exp`).
 
 use crate::kernels::glu_q8::Glu;
 
@@ -28,7 +27,18 @@ pub struct Moe {
     pub act: Glu,
     /// The shared expert's hidden width, when there is one.
     pub shared_ff: Option<usize>,
+    /// The shared expert's output is scaled per token by sigmoid(ffn_gate_inp_shexp · h).
+    pub shared_gate: bool,
+    /// The experts' gate and up matrices are one tensor `ffn_gate_up_exps` (n_embd, 2 n_ff,
+    /// n_expert): rows 0..n_ff gate, n_ff..2 n_ff up.
+    pub fused_gate_up: bool,
 }
+
+/// The router's gating, as llama.cpp's `qwen4exp` hard-codes it (the file's gating keys are
+/// ignored there and here): p = softmax(router logits); the top `n_used` by p, ties to the
+/// lower id; their p renormalised by their sum (clamped below at 6.103515625e-5, the smallest
+/// f16 normal).
+pub const MOE_WEIGHT_SUM_MIN: f32 = 6.103515625e-5;
 
 impl Ffn {
     /// The widest hidden activation the part writes per token.

@@ -18,7 +18,20 @@ pub use ffn::{Dense, Ffn, Moe};
 pub enum Residual {
     /// One vector of n_embd per token: a part reads it through an RMS norm and adds its output.
     Single,
-    // Next (issue 25): S hyper-connection streams per token, read and written by mixers.
+    /// S hyper-connection streams of n_embd per token (`qwen4exp`). A part reads them through a
+    /// mixer (per-stream RMS norm, a rank-r gate, a gated stream mean: docs/hyper-connections.md)
+    /// instead of a norm, and its output is written into every stream scaled by the mixer's
+    /// injection weight for that stream.
+    Hyper(Hyper),
+}
+
+/// The hyper-connection geometry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hyper {
+    /// S (`hyper_connection.count`, > 1).
+    pub streams: usize,
+    /// r (`hyper_connection.low_rank`, > 0).
+    pub rank: usize,
 }
 
 impl Residual {
@@ -26,6 +39,14 @@ impl Residual {
     pub fn streams(self) -> usize {
         match self {
             Residual::Single => 1,
+            Residual::Hyper(h) => h.streams,
+        }
+    }
+
+    pub fn hyper(self) -> Option<Hyper> {
+        match self {
+            Residual::Hyper(h) => Some(h),
+            Residual::Single => None,
         }
     }
 }

@@ -3,14 +3,14 @@
 //! on the first card, the output norm and head on the last.
 
 use super::{
-    AttnWeights, DenseWeights, FfnWeights, LayerWeights, MixerWeights, MoeWeights, SubWeights,
-    Weights,
+    AttnWeights, DenseWeights, FfnWeights, HcMatrix, HcWeights, LayerWeights, MixerWeights,
+    MoeWeights, ReadWeights, SubWeights, Weights,
 };
 use crate::gguf::Gguf;
 use crate::kernels::embed::EmbedType;
 use crate::kernels::QuantMatrix;
 use crate::model::config::{names, ModelConfig};
-use crate::model::parts::{Dense, Ffn, Mixer};
+use crate::model::parts::{Dense, Ffn, Mixer, Residual};
 use crate::model::EngineError;
 use crate::quant::type_id;
 use crate::sycl::{Arena, DeviceBuffer, Queue};
@@ -73,6 +73,77 @@ impl Loader<'_> {
         Ok(self.arenas[card].upload(&v)?)
     }
 
+    /// A stacked matrix `name` (n_out, n_in), its GGUF bytes only (`QuantMatrix::rows`).
+    fn stacked(
+        &mut self,
+        card: usize,
+        name: &str,
+        n_out: usize,
+        n_in: usize,
+    ) -> Result<QuantMatrix, EngineError> {
+        let info = self.g.tensor(name)?;
+        let data = self.g.tensor_data(info)?;
+        let tid = info.ggml_type.id();
+        let m = QuantMatrix::upload_stacked(&self.arenas[card], name, tid, n_out, n_in, data)?;
+        self.bytes[card] += m.device_bytes();
+        Ok(m)
+    }
+
+    /// A hyper-connection matrix (n_out, n_in) as stored: F32, F16, BF16 or Q8_0.
+    fn hc_matrix(
+        &mut self,
+        card: usize,
+        name: &str,
+        n_out: usize,
+        n_in: usize,
+    ) -> Result<HcMatrix, EngineError> {
+        let info = self.g.tensor(name)?;
+        let tid = info.ggml_type.id();
+        if ![type_id::F32, type_id::F16, type_id::BF16, type_id::Q8_0].contains(&tid) {
+            return Err(EngineError::Tensor {
+                name: name.into(),
+                why: format!(
+                    "type {}: a hyper-connection matrix is read as F32, F16, BF16 or Q8_0",
+                    info.ggml_type.name()
+                ),
+            });
+        }
+        let data = self.g.tensor_data(info)?;
+        self.bytes[card] += data.len();
+        Ok(HcMatrix {
+            bytes: self.arenas[card].upload(data)?,
+            type_id: tid,
+            n_out,
+            n_in,
+        })
+    }
+
+    /// A read site: the norm `norm` (Single), or the mixer `{prefix}_{norm,down,up[,inject]}`.
+    fn read(
+        &mut self,
+        c: &ModelConfig,
+        card: usize,
+        norm: &str,
+        prefix: &str,
+        inject: bool,
+    ) -> Result<ReadWeights, EngineError> {
+        let e = c.n_embd;
+        let Residual::Hyper(h) = c.residual else {
+            return Ok(ReadWeights::Norm(self.vector(card, norm, e)?));
+        };
+        let (s, r) = (h.streams, h.rank);
+        let n = |w: &str| format!("{prefix}_{w}.weight");
+        Ok(ReadWeights::Hyper(HcWeights {
+            gamma: self.vector(card, &n("norm"), s * e)?,
+            down: self.hc_matrix(card, &n("down"), r, s * e)?,
+            up: self.hc_matrix(card, &n("up"), s * e, r)?,
+            inject: match inject {
+                true => Some(self.hc_matrix(card, &n("inject"), s, s * e)?),
+                false => None,
+            },
+        }))
+    }
+
     fn dense(
         &mut self,
         card: usize,
@@ -111,11 +182,13 @@ impl Loader<'_> {
         };
         let mixer_post = post(lc.mixer.post_norm, "post_attention_norm")?;
         let ffn_post = post(lc.ffn.post_norm, "post_ffw_norm")?;
-        let mixer_norm = self.vector(card, &n("attn_norm"), e)?;
-        let ffn_norm = self.vector(card, &n("ffn_norm"), e)?;
+        let blk = format!("blk.{il}");
+        let mixer_read = self.read(c, card, &n("attn_norm"), &format!("{blk}.hc_attn"), true)?;
+        let ffn_read = self.read(c, card, &n("ffn_norm"), &format!("{blk}.hc_ffn"), true)?;
         let mixer = match &lc.mixer.part {
-            Mixer::Attention(_) => MixerWeights::Attention(AttnWeights {
-                wq: self.matrix(card, &n("attn_q"), qd, e)?,
+            Mixer::Attention(a) => MixerWeights::Attention(AttnWeights {
+                // gated: (2 * n_head * head_dim, n_embd), [q | gate] per head
+                wq: self.matrix(card, &n("attn_q"), qd * (1 + a.gated as usize), e)?,
                 wk: self.matrix(card, &n("attn_k"), kv, e)?,
                 wv: self.matrix(card, &n("attn_v"), kv, e)?,
                 wo: self.matrix(card, &n("attn_output"), e, qd)?,
@@ -126,25 +199,43 @@ impl Loader<'_> {
             Ffn::Dense(Dense { n_ff, .. }) => {
                 FfnWeights::Dense(self.dense(card, il, "", *n_ff, e)?)
             }
-            Ffn::Moe(m) => FfnWeights::Moe(MoeWeights {
-                router: self.matrix(card, &n("ffn_gate_inp"), m.n_expert, e)?,
-                gate: self.matrix(card, &n("ffn_gate_exps"), m.n_expert * m.n_ff, e)?,
-                up: self.matrix(card, &n("ffn_up_exps"), m.n_expert * m.n_ff, e)?,
-                down: self.matrix(card, &n("ffn_down_exps"), m.n_expert * e, m.n_ff)?,
-                shared: match m.shared_ff {
-                    Some(s) => Some(self.dense(card, il, "_shexp", s, e)?),
-                    None => None,
-                },
-            }),
+            Ffn::Moe(m) => {
+                let (x, f) = (m.n_expert, m.n_ff);
+                let (gate, up) = match m.fused_gate_up {
+                    true => (
+                        self.stacked(card, &n("ffn_gate_up_exps"), x * 2 * f, e)?,
+                        None,
+                    ),
+                    false => (
+                        self.stacked(card, &n("ffn_gate_exps"), x * f, e)?,
+                        Some(self.stacked(card, &n("ffn_up_exps"), x * f, e)?),
+                    ),
+                };
+                FfnWeights::Moe(MoeWeights {
+                    router: self.matrix(card, &n("ffn_gate_inp"), x, e)?,
+                    gate,
+                    up,
+                    down: self.stacked(card, &n("ffn_down_exps"), x * e, f)?,
+                    shared: match m.shared_ff {
+                        Some(s) => Some(self.dense(card, il, "_shexp", s, e)?),
+                        None => None,
+                    },
+                    shared_gate: match m.shared_gate {
+                        true => Some(self.matrix(card, &n("ffn_gate_inp_shexp"), 1, e)?),
+                        false => None,
+                    },
+                    n_ff: f,
+                })
+            }
         };
         Ok(LayerWeights {
             mixer: SubWeights {
-                norm: mixer_norm,
+                read: mixer_read,
                 part: mixer,
                 post_norm: mixer_post,
             },
             ffn: SubWeights {
-                norm: ffn_norm,
+                read: ffn_read,
                 part: ffn,
                 post_norm: ffn_post,
             },
@@ -181,7 +272,7 @@ impl Weights {
         let layers = (0..cfg.n_layer)
             .map(|il| ld.layer(cfg, il, place.layer_card[il]))
             .collect::<Result<Vec<_>, _>>()?;
-        let output_norm = ld.vector(last, names::OUTPUT_NORM, e)?;
+        let output_read = ld.read(cfg, last, names::OUTPUT_NORM, "output_hc", false)?;
         let output = match g.tensor_info(names::OUTPUT) {
             Some(_) => Some(ld.matrix(last, names::OUTPUT, cfg.n_vocab, e)?),
             None => None,
@@ -234,7 +325,7 @@ impl Weights {
             embd_type,
             embd_type_id,
             output,
-            output_norm,
+            output_read,
             layers,
             bytes: card_bytes.iter().sum(),
             card_bytes,

@@ -35,9 +35,45 @@ impl DeviceMemory {
 
 /// One residual sublayer's weights (`parts::Sub`).
 pub struct SubWeights<P> {
-    pub norm: DeviceBuffer<f32>, // (n_embd) the read's RMS norm weight
+    pub read: ReadWeights,
     pub part: P,
     pub post_norm: Option<DeviceBuffer<f32>>, // (n_embd) when the sublayer declares one
+}
+
+/// How a part reads the residual (`parts::Residual`).
+pub enum ReadWeights {
+    /// Single: the RMS norm weight (n_embd).
+    Norm(DeviceBuffer<f32>),
+    /// Hyper: the hyper-connection mixer's weights.
+    Hyper(HcWeights),
+}
+
+/// A hyper-connection matrix as stored (F32 / F16 / BF16 / Q8_0): its GGUF bytes, read by the
+/// HC kernels directly.
+pub struct HcMatrix {
+    pub bytes: DeviceBuffer<u8>,
+    pub type_id: u32,
+    pub n_out: usize,
+    pub n_in: usize,
+}
+
+/// One hyper-connection read site: gamma, the down and up projections, the injection rows
+/// (absent at the head).
+pub struct HcWeights {
+    pub gamma: DeviceBuffer<f32>, // (S, n_embd) stored folded (1 + w)
+    pub down: HcMatrix,           // (r, S * n_embd)
+    pub up: HcMatrix,             // (S * n_embd, r)
+    pub inject: Option<HcMatrix>, // (S, S * n_embd)
+}
+
+impl ReadWeights {
+    /// The RMS norm weight of a single-stream read.
+    pub fn norm(&self) -> Option<&DeviceBuffer<f32>> {
+        match self {
+            ReadWeights::Norm(n) => Some(n),
+            ReadWeights::Hyper(_) => None,
+        }
+    }
 }
 
 pub enum MixerWeights {
@@ -66,14 +102,36 @@ pub struct DenseWeights {
     pub down: QuantMatrix, // (n_embd, n_ff)
 }
 
-/// The experts of one layer as stacked matrices: expert e's rows of `gate`/`up` are
-/// [e * n_ff, (e + 1) * n_ff), of `down` [e * n_embd, (e + 1) * n_embd).
+/// The experts of one layer as stacked matrices, their GGUF bytes only (an expert is a slice by
+/// byte offset, which the tiled copies' layout does not allow): expert e's rows of `gate`/`up`
+/// are [e * n_ff, (e + 1) * n_ff), of `down` [e * n_embd, (e + 1) * n_embd). With the fused
+/// `ffn_gate_up_exps`, `gate` holds expert e's gate rows at [2e n_ff, (2e + 1) n_ff) and its up
+/// rows right after (`up` is None).
 pub struct MoeWeights {
-    pub router: QuantMatrix, // (n_expert, n_embd)
-    pub gate: QuantMatrix,   // (n_expert * n_ff, n_embd)
-    pub up: QuantMatrix,     // (n_expert * n_ff, n_embd)
-    pub down: QuantMatrix,   // (n_expert * n_embd, n_ff)
+    pub router: QuantMatrix,     // (n_expert, n_embd)
+    pub gate: QuantMatrix,       // (n_expert * n_ff, n_embd), fused: (n_expert * 2 n_ff, n_embd)
+    pub up: Option<QuantMatrix>, // (n_expert * n_ff, n_embd)
+    pub down: QuantMatrix,       // (n_expert * n_embd, n_ff)
     pub shared: Option<DenseWeights>,
+    pub shared_gate: Option<QuantMatrix>, // (1, n_embd)
+    pub n_ff: usize,
+}
+
+impl MoeWeights {
+    /// Expert e's (gate, up, down) as views into the stacked matrices.
+    pub fn expert(&self, e: usize) -> Result<[WeightView<'_>; 3], EngineError> {
+        let f = self.n_ff;
+        let (gate, up) = match &self.up {
+            Some(up) => (self.gate.rows(e * f, f)?, up.rows(e * f, f)?),
+            None => (
+                self.gate.rows(2 * e * f, f)?,
+                self.gate.rows((2 * e + 1) * f, f)?,
+            ),
+        };
+        // (down is (n_expert * n_embd, n_ff): n_embd rows per expert)
+        let d = self.down.n_out / self.router.n_out;
+        Ok([gate, up, self.down.rows(e * d, d)?])
+    }
 }
 
 pub struct LayerWeights {
@@ -108,8 +166,10 @@ impl FfnWeights {
         match self {
             FfnWeights::Dense(d) => d.matrices().to_vec(),
             FfnWeights::Moe(m) => {
-                let mut v = vec![&m.router, &m.gate, &m.up, &m.down];
+                let mut v = vec![&m.router, &m.gate, &m.down];
+                v.extend(m.up.iter());
                 v.extend(m.shared.iter().flat_map(DenseWeights::matrices));
+                v.extend(m.shared_gate.iter());
                 v
             }
         }
@@ -151,7 +211,8 @@ pub struct Weights {
     pub embd_type: EmbedType,
     pub embd_type_id: u32,
     pub output: Option<QuantMatrix>, // (n_vocab, n_embd); None = tied to embd
-    pub output_norm: DeviceBuffer<f32>, // (n_embd)
+    /// The head's read: output_norm, or the head's hyper-connection mixer.
+    pub output_read: ReadWeights,
     pub layers: Vec<LayerWeights>,
     pub bytes: usize,
     /// Weight bytes per card (`bytes` is their sum, the tied head's copy included).
@@ -186,6 +247,29 @@ impl Weights {
                 why: "neither its GGUF bytes nor a tiled copy are on the device".into(),
             }),
         }
+    }
+
+    /// The (down, inject, up) ggml types of every hyper-connection read site (the head's with no
+    /// inject), each once.
+    pub fn hc_types(&self) -> Vec<(u32, Option<u32>, u32)> {
+        let reads = self
+            .layers
+            .iter()
+            .flat_map(|l| [&l.mixer.read, &l.ffn.read])
+            .chain(std::iter::once(&self.output_read));
+        let mut v: Vec<(u32, Option<u32>, u32)> = reads
+            .filter_map(|r| match r {
+                ReadWeights::Hyper(h) => Some((
+                    h.down.type_id,
+                    h.inject.as_ref().map(|m| m.type_id),
+                    h.up.type_id,
+                )),
+                ReadWeights::Norm(_) => None,
+            })
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 
     /// Every (ggml type, GGUF bytes on the device, tiled copy on the device) a matrix has, the

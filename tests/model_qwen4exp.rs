@@ -1,0 +1,100 @@
+//! qwen4exp on the device (issue 25), on synthetic files written by `strata::synth`.
+
+use strata::gguf::Gguf;
+use strata::model::{Engine, EngineOptions};
+use strata::synth::{write_file, SynthGeometry};
+
+fn synth(preset: &str, name: &str) -> std::path::PathBuf {
+    let g = SynthGeometry::preset(preset).expect("preset");
+    let dir = std::env::temp_dir().join(format!("strata-q4-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let p = dir.join(name);
+    write_file(&g, &p).expect("synth");
+    p
+}
+
+fn engine(p: &std::path::Path) -> Engine {
+    strata::sycl::runtime::init();
+    let g = Gguf::open(p).expect("open");
+    let dev = strata::sycl::cpu_device().expect("cpu device");
+    let card = strata::sycl::Card::on(dev, false).expect("card");
+    let opts = EngineOptions {
+        n_ctx: 128,
+        chunk: 32,
+        act_round: true,
+        keep_gguf: false,
+    };
+    Engine::from_gguf(&g, card, &opts).unwrap_or_else(|e| panic!("load: {e}"))
+}
+
+#[test]
+fn tiny_runs() {
+    let p = synth("tiny", "tiny.gguf");
+    let mut e = engine(&p);
+    let toks: Vec<u32> = (0..12).map(|i| 3 + (i * 37) % 300).collect();
+    let l = e.forward(&toks, 0, &[0, 5, 11]).expect("forward");
+    for row in &l {
+        assert!(row.iter().all(|v| v.is_finite()));
+    }
+    let top: Vec<usize> = l
+        .iter()
+        .map(|r| (0..r.len()).max_by(|&a, &b| r[a].total_cmp(&r[b])).unwrap())
+        .collect();
+    println!("top-1 {top:?} first logits {:?}", &l[0][..4]);
+}
+
+/// All logits of a 37-token prompt (chunks of 32: the prompt path on 32 + 5 rows), then steps
+/// of 1, 4 and 6 tokens (the decode and verify-window rows).
+fn run_all(e: &mut Engine, n_vocab: u32) -> Vec<Vec<f32>> {
+    let toks = |n: usize, seed: u32| -> Vec<u32> {
+        (0..n as u32)
+            .map(|i| (seed + i * 7919 + i * i * 104_729) % n_vocab)
+            .collect()
+    };
+    e.reset();
+    let prompt = toks(37, 11);
+    let all: Vec<usize> = (0..prompt.len()).collect();
+    let mut out = e.forward(&prompt, 0, &all).expect("prompt");
+    let mut pos = prompt.len();
+    for (n, seed) in [(1, 3), (4, 5), (6, 7)] {
+        let step = toks(n, seed);
+        let rows: Vec<usize> = (0..n).collect();
+        out.extend(e.forward(&step, pos, &rows).expect("step"));
+        pos += n;
+    }
+    out
+}
+
+#[test]
+fn a_split_over_two_cards_is_bitwise_one_card() {
+    let p = synth("small", "split.gguf");
+    let mut one = engine(&p);
+    let n_vocab = one.config().n_vocab as u32;
+    let a = run_all(&mut one, n_vocab);
+    drop(one);
+    let g = Gguf::open(&p).expect("open");
+    let cards = strata::sycl::Card::split_cpu(2).expect("the CPU device split in 2");
+    let opts = EngineOptions {
+        n_ctx: 128,
+        chunk: 32,
+        act_round: true,
+        keep_gguf: false,
+    };
+    let mut two = Engine::from_gguf_split(&g, cards, None, &opts).expect("split load");
+    let b = run_all(&mut two, n_vocab);
+    let differ: usize = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| {
+            x.iter()
+                .zip(y)
+                .filter(|(u, v)| u.to_bits() != v.to_bits())
+                .count()
+        })
+        .sum();
+    println!(
+        "{} rows x {n_vocab} logits, {differ} differ in any bit",
+        a.len()
+    );
+    assert_eq!(differ, 0, "the split changed logits");
+}
