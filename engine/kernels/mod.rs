@@ -29,6 +29,8 @@ pub mod embed;
 pub mod float_args;
 pub mod gated_attn;
 pub mod glu_q8;
+pub mod hc;
+pub mod hc_ref;
 pub mod kv;
 pub mod moe;
 pub mod norm;

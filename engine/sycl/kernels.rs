@@ -65,6 +65,9 @@ pub const NORM_Q8: KernelSource =
 pub const GLU_Q8: KernelSource = source_with!("glu_q8", ["addr", "act", "actq", "xstage"]);
 /// RoPE on q and k + the f16 KV-cache store (+ Gemma's per-head q/k norms) in one launch.
 pub const ROPE_KV: KernelSource = source_with!("rope_kv", ["addr", "norm", "rope"]);
+/// The default hyper-connection read, four launches (engine/kernels/hc.rs; -DHC_DOWN / -DHC_INJ /
+/// -DHC_UP = the weights' ggml types).
+pub const HC: KernelSource = source_with!("hc", ["addr", "norm"]);
 /// Mixture-of-experts routing (softmax, top-k, renormalised weights), row gather, recombination.
 pub const MOE: KernelSource = source_with!("moe", ["addr"]);
 /// Gated attention: the q projection split into q and gate, att * sigmoid(gate).
@@ -137,6 +140,7 @@ pub const ALL: &[&KernelSource] = &[
     &NORM_Q8,
     &GLU_Q8,
     &ROPE_KV,
+    &HC,
     &MOE,
     &GATED_ATTN,
 ];
