@@ -9,6 +9,7 @@
 //! - per launch: device time (end - start of its profiling events, mean over the copies, median
 //!   of the runs) of the same reads on a profiling queue, one read at a time;
 //! - "head us": the head mixer's read (no pending write, no injection rows), wall as above.
+//! STRATA_BENCH_T=1,8,64 runs those row counts instead (the prompt path: any T).
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::time::Instant;
@@ -112,7 +113,7 @@ fn main() -> anyhow::Result<()> {
         (copies * read_bytes) as f64 / (1 << 20) as f64
     );
     println!(
-        "{:>2} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "{:>3} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "T",
         "wall us",
         "p90 us",
@@ -123,7 +124,11 @@ fn main() -> anyhow::Result<()> {
         LAUNCHES[3],
         "head us"
     );
-    for t in [1usize, 4, 6] {
+    let ts: Vec<usize> = match std::env::var("STRATA_BENCH_T") {
+        Ok(v) => v.split(',').filter_map(|x| x.trim().parse().ok()).collect(),
+        Err(_) => vec![1, 4, 6],
+    };
+    for t in ts {
         let up = |v: Vec<f32>| q.upload(&v);
         let b = Rows {
             x: up((0..t * S * N).map(|_| rng.gen_range(-2.0..2.0)).collect())?,
@@ -191,7 +196,7 @@ fn main() -> anyhow::Result<()> {
         let p90 = percentile(&mut layer_us, 90);
         let kern: Vec<f64> = per.iter_mut().map(|v| percentile(v, 50)).collect();
         println!(
-            "{t:>2} {med:>9.1} {p90:>9.1} {:>7.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+            "{t:>3} {med:>9.1} {p90:>9.1} {:>7.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
             read_bytes as f64 / med / 1e3,
             kern[0],
             kern[1],
