@@ -49,6 +49,8 @@ enum Command {
     Flags(cmd::flags::Args),
     /// Kernel-family parity self-tests and micro-benchmarks (`strata parity mmvq-kreg --selftest`).
     Parity(cmd::parity::Args),
+    /// Write a synthetic qwen4exp GGUF (seeded random weights) at any geometry.
+    Synth(cmd::synth::Args),
 }
 
 fn main() {
@@ -65,6 +67,7 @@ fn main() {
         Some(Command::Bench(a)) => cmd::bench::run(a),
         Some(Command::Nll(a)) => cmd::nll::run(a),
         Some(Command::Flags(a)) => cmd::flags::run(a),
+        Some(Command::Synth(a)) => cmd::synth::run(a),
         None => tui::run(tui::Options {
             preset: cli.preset,
             resume: cli.resume,

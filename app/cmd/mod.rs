@@ -9,4 +9,5 @@ pub mod inspect;
 pub mod nll;
 pub mod parity;
 pub mod run;
+pub mod synth;
 pub mod tokenize;
