@@ -195,6 +195,10 @@ pub struct Loaded {
     /// The model is a mixture of experts.
     #[serde(default)]
     pub experts: bool,
+    /// `general.name` says the weights are synthetic (`strata synth`: seeded random weights,
+    /// the text is noise by design).
+    #[serde(default)]
+    pub synthetic: bool,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

@@ -98,3 +98,41 @@ fn a_split_over_two_cards_is_bitwise_one_card() {
     );
     assert_eq!(differ, 0, "the split changed logits");
 }
+
+/// `strata run`'s greedy text on `model`.
+fn cli_run(model: &std::path::Path, prompt: &str, extra: &[&str]) -> String {
+    let bin = env!("CARGO_BIN_EXE_strata");
+    let m = model.to_string_lossy();
+    let mut args = vec!["run", "-m", &m, "-p", prompt, "-n", "48", "--temp", "0"];
+    args.extend_from_slice(extra);
+    let out = std::process::Command::new(bin)
+        .args(&args)
+        .env_remove("STRATA_HC_Q8")
+        .env_remove("STRATA_GR_FUSED")
+        .output()
+        .expect("run strata");
+    assert!(
+        out.status.success(),
+        "strata {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn speculative_decoding_and_the_card_split_keep_the_greedy_text() {
+    // the small geometry: 16 experts, top 4, so the verify window's rows route apart
+    let p = synth("small", "spec.gguf");
+    for prompt in [
+        "the cat sat on the mat and the cat",
+        "one two three four five six",
+    ] {
+        let plain = cli_run(&p, prompt, &["--spec", "0"]);
+        let spec = cli_run(&p, prompt, &["--spec", "4"]);
+        let split = cli_run(&p, prompt, &["--spec", "4", "--split-cpu", "2"]);
+        println!("{prompt:?} -> {plain:?}");
+        assert!(plain.len() > prompt.len(), "no text generated: {plain:?}");
+        assert_eq!(plain, spec, "--spec 4 changed the greedy text");
+        assert_eq!(plain, split, "--split-cpu 2 changed the greedy text");
+    }
+}

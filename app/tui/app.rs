@@ -440,9 +440,12 @@ impl App {
                 };
             }
             Event::Loaded(l) => {
+                let synthetic = l.synthetic;
                 self.loaded = Some(l);
                 self.engine = EngineState::Ready;
-                if self.preset.base_model {
+                if synthetic {
+                    self.notify(Level::Info, strings::SYNTHETIC_NOTICE);
+                } else if self.preset.base_model {
                     self.notify(Level::Info, strings::base_model(&self.preset.name));
                 }
                 if std::mem::take(&mut self.send_when_ready)

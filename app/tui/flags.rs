@@ -179,6 +179,7 @@ mod tests {
             hc,
             quant_types: types.iter().map(|s| s.to_string()).collect(),
             experts: false,
+            synthetic: false,
         }
     }
 

@@ -1,6 +1,8 @@
 //! Every user-visible string of the TUI in one place.
 
 pub const APP: &str = "strata";
+/// After the model's size in the status bar when its weights are synthetic (`strata synth`).
+pub const SYNTHETIC: &str = ", synthetic: random weights, the text is noise";
 
 /// (keys, what they do) for the help overlay, in display order.
 pub const KEYS: &[(&str, &str)] = &[
@@ -228,6 +230,10 @@ pub fn restarting(attempt: u32, delay_ms: u64) -> String {
 pub fn gave_up(attempts: u32) -> String {
     format!("the engine failed {attempts} times in a row; press Ctrl+L to restart it")
 }
+
+/// On loading a model whose `general.name` says its weights are synthetic.
+pub const SYNTHETIC_NOTICE: &str =
+    "a synthetic model (strata synth): seeded random weights, its text is noise by design";
 
 pub fn base_model(preset: &str) -> String {
     format!(

@@ -48,6 +48,7 @@ pub(super) fn loaded(model: &str, arch: &str, hc: bool, types: &[&str], experts:
         hc,
         quant_types: types.iter().map(|s| s.to_string()).collect(),
         experts,
+        synthetic: false,
     })
 }
 

@@ -49,6 +49,7 @@ fn loaded() -> Event {
         hc: false,
         quant_types: vec!["Q4_1".into()],
         experts: false,
+        synthetic: false,
     })
 }
 

@@ -515,3 +515,26 @@ fn a_restart_mid_reply_ends_the_reply_so_the_app_is_not_busy_for_good() {
         );
     }
 }
+
+#[test]
+fn a_synthetic_model_says_its_text_is_noise() {
+    let mut app = ready_app();
+    let Event::Loaded(mut l) = loaded("/tmp/tiny.gguf", "qwen4exp", true, &["F16", "F32"], true)
+    else {
+        unreachable!("loaded() builds a Loaded event")
+    };
+    l.synthetic = true;
+    app.apply_event(Event::Loaded(l));
+    let n = app
+        .notice
+        .as_ref()
+        .map(|n| n.text.clone())
+        .unwrap_or_default();
+    assert!(n.contains("synthetic") && n.contains("noise"), "{n}");
+    let t = draw_pane(120, 1, |f| panes::status::render(&app, f, f.area()));
+    let row = rows_of(&t).join("");
+    assert!(
+        row.contains("qwen4exp") && row.contains("synthetic"),
+        "{row}"
+    );
+}

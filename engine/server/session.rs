@@ -282,7 +282,12 @@ impl Session {
             load_ms: t0.elapsed().as_secs_f64() * 1e3,
             hc,
             quant_types: quant_types.into_iter().collect(),
-            experts: false,
+            experts: engine.config().host_synchronous(),
+            synthetic: g
+                .opt_str("general.name")
+                .ok()
+                .flatten()
+                .is_some_and(|n| n.to_ascii_lowercase().contains("synthetic")),
         };
         let gen = Generator::new(
             engine,

@@ -56,10 +56,11 @@ pub fn gauge_style(used: Option<u32>, n_ctx: u32) -> Style {
 pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let model = match &app.loaded {
         Some(l) => format!(
-            "{} ({}, {:.0}M params)",
+            "{} ({}, {:.0}M params{})",
             file_name(&l.model),
             l.arch,
             l.n_params as f64 / 1e6,
+            if l.synthetic { strings::SYNTHETIC } else { "" },
         ),
         // ($VAR resolved, so a loading model shows its file, not "$STRATA_MODEL_SMOLLM2")
         None => match (&app.preset.model, app.preset.model_path()) {
