@@ -2,22 +2,36 @@
 //! f64 accumulation in every dot product and norm, keys and values rounded through f16 like the
 //! device KV cache. The engine's logits are compared with these (tests/model_*.rs). It runs the
 //! same parts as the device (engine/model/parts/), one file per part with the device's names
-//! (`residual`, `attention`, `ffn`; `weights` typed by part), so a new architecture's reference
-//! is written in the same shape; the arithmetic is written independently of the device's on
-//! purpose: it shares only `ModelConfig`, the parts' declarations and the tensor names.
+//! (`residual` / `hyper`, `attention`, `ffn` / `moe`; `weights` typed by part), so a new
+//! architecture's reference is written in the same shape; the arithmetic is written
+//! independently of the device's on purpose: it shares only `ModelConfig`, the parts'
+//! declarations and the tensor names.
+//!
+//! `qwen4exp` (issue 25) follows llama.cpp 11434's graph (src/models/qwen4exp.cpp,
+//! build_moe_ffn): S hyper-connection streams read by a mixer before each part and before the
+//! head (`hyper`), gated attention with IMRoPE (`attention`, `ops::rope_sections`), the MoE FFN
+//! with its gated shared expert (`moe`). tests/reference_qwen4exp.rs compares it with
+//! llama.cpp's logits on the synthetic files.
+//!
+//! Matmul input rounding (`Rounding`): `RefModel::load(g, true)` is the engine's rule
+//! (`Rounding::Engine`: llama.cpp's 8-bit blocks before quantized weights, f32 into float
+//! weights); `load_with(g, Rounding::LlamaCpu)` is llama.cpp's CPU backend exactly, which also
+//! rounds the activations into F16 / BF16 weights to f16 / bf16 (ggml's `vec_dot_type`).
 
 mod attention;
 mod ffn;
+mod hyper;
+mod moe;
 pub mod ops;
 mod residual;
 pub mod weights;
 
 use crate::gguf::Gguf;
-use crate::kernels::actq::{self, ActRound};
 use crate::model::config::{names, ModelConfig};
-use crate::model::parts::Ffn;
-use ops::Mat;
-use weights::{matrix, tensor, vector, RefLayer, RefMixer};
+use crate::model::parts::{Ffn, Residual};
+use ops::{InRound, Mat};
+pub use weights::Rounding;
+use weights::{matrix, tensor, vector, RefFfn, RefHcMix, RefLayer, RefMixer, RefRead};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RefError {
@@ -45,6 +59,13 @@ pub enum RefError {
 
 pub type Result<T> = std::result::Result<T, RefError>;
 
+/// How the residual is read before the LM head: the output norm, or the head's
+/// hyper-connection mixer (`output_hc_*`, no injection).
+enum HeadRead {
+    Norm(Vec<f32>),
+    Hyper(RefHcMix),
+}
+
 /// The whole model in f32. The token embedding stays as its GGUF bytes (dequantized a row at a
 /// time: Gemma's is 262144 x 640) and serves as the output head when there is no output.weight.
 pub struct RefModel {
@@ -53,19 +74,29 @@ pub struct RefModel {
     embd_bytes: Vec<u8>,
     embd_row_bytes: usize,
     /// Rounding of the tied head's input.
-    head_round: ActRound,
+    head_round: InRound,
     output: Option<Mat>,
-    output_norm: Vec<f32>,
+    head_read: HeadRead,
     layers: Vec<RefLayer>,
 }
 
 impl RefModel {
-    /// `act_round`: round matmul inputs like llama.cpp (and the engine's default).
+    /// `act_round`: round matmul inputs like the engine's default (llama.cpp's 8-bit blocks
+    /// before quantized weights: `Rounding::Engine`), or not at all.
     pub fn load(g: &Gguf, act_round: bool) -> Result<RefModel> {
+        let round = match act_round {
+            true => Rounding::Engine,
+            false => Rounding::None,
+        };
+        Self::load_with(g, round)
+    }
+
+    /// The model with its matmul inputs rounded by `round`.
+    pub fn load_with(g: &Gguf, round: Rounding) -> Result<RefModel> {
         let cfg = ModelConfig::from_gguf(g)?;
         let e = cfg.n_embd;
         let layers = (0..cfg.n_layer)
-            .map(|il| weights::layer(g, &cfg, il, act_round))
+            .map(|il| weights::layer(g, &cfg, il, round))
             .collect::<Result<Vec<_>>>()?;
         let (info, bytes) = tensor(g, names::TOKEN_EMBD)?;
         let embd_type = info.ggml_type.id();
@@ -81,19 +112,29 @@ impl RefModel {
             });
         }
         let output = match g.tensor_info(names::OUTPUT) {
-            Some(_) => Some(matrix(g, names::OUTPUT, cfg.n_vocab, e, act_round)?),
+            Some(_) => Some(matrix(g, names::OUTPUT, cfg.n_vocab, e, round)?),
             None => None,
         };
+        let head_read = match cfg.residual {
+            Residual::Single => HeadRead::Norm(vector(g, names::OUTPUT_NORM, e)?),
+            Residual::Hyper(h) => HeadRead::Hyper(weights::hc_mix(
+                g,
+                &cfg,
+                h,
+                [
+                    names::OUTPUT_HC_NORM,
+                    names::OUTPUT_HC_DOWN,
+                    names::OUTPUT_HC_UP,
+                ],
+                round,
+            )?),
+        };
         Ok(RefModel {
-            output_norm: vector(g, names::OUTPUT_NORM, e)?,
+            head_read,
             embd_type,
             embd_bytes: bytes.to_vec(),
             embd_row_bytes,
-            head_round: if act_round {
-                ActRound::for_type(embd_type)
-            } else {
-                ActRound::None
-            },
+            head_round: round.for_type(embd_type),
             output,
             layers,
             cfg,
@@ -114,12 +155,12 @@ impl RefModel {
         Ok(row)
     }
 
-    fn logits(&self, x: &[f32]) -> Result<Vec<f32>> {
-        let h = residual::read(x, &self.output_norm, self.cfg.rms_eps);
+    /// The LM head on the read residual `h` (n_embd).
+    fn logits(&self, h: &[f32]) -> Result<Vec<f32>> {
         if let Some(out) = &self.output {
-            return Ok(out.mul(&h));
+            return Ok(out.mul(h));
         }
-        let h = actq::reference(self.head_round, &h);
+        let h = self.head_round.apply(h);
         let mut row = vec![0f32; self.cfg.n_embd];
         let mut logits = Vec::with_capacity(self.cfg.n_vocab);
         for bytes in self.embd_bytes.chunks_exact(self.embd_row_bytes) {
@@ -190,26 +231,118 @@ impl<'m> RefSession<'m> {
                     *v *= m.cfg.embd_scale;
                 }
             }
-            for (il, layer) in m.layers.iter().enumerate() {
-                let (lc, eps) = (&m.cfg.layers[il], m.cfg.rms_eps);
-                let (keys, values) = (&mut self.keys[il], &mut self.values[il]);
-                // the mixer's sublayer, then the FFN's
-                let h = residual::read(&x, &layer.mixer.norm, eps);
-                let o = match &layer.mixer.part {
-                    RefMixer::Attention(a) => {
-                        attention::run(&m.cfg, a, lc.attention(), &h, pos, keys, values)
-                    }
-                };
-                residual::write(&mut x, o, layer.mixer.post_norm.as_deref(), eps);
-                let h = residual::read(&x, &layer.ffn.norm, eps);
-                let Ffn::Dense(d) = &lc.ffn.part else {
-                    return Err(RefError::Unsupported(format!("layer {il}: a MoE FFN")));
-                };
-                let o = ffn::dense(&layer.ffn.part, d, &h);
-                residual::write(&mut x, o, layer.ffn.post_norm.as_deref(), eps);
-            }
-            out.push(m.logits(&x)?);
+            let h = match m.cfg.residual {
+                Residual::Single => self.single(x, pos)?,
+                Residual::Hyper(hc) => self.hyper(x, hc.streams, pos)?,
+            };
+            out.push(m.logits(&h)?);
         }
         Ok(out)
+    }
+
+    /// One token through the layers on the one residual stream; returns the head's input.
+    fn single(&mut self, mut x: Vec<f32>, pos: usize) -> Result<Vec<f32>> {
+        let m = self.model;
+        let eps = m.cfg.rms_eps;
+        for (il, layer) in m.layers.iter().enumerate() {
+            // the mixer's sublayer, then the FFN's
+            let h = residual::read(&x, norm(&layer.mixer.read, il)?, eps);
+            let o = self.mixer(il, &h, pos);
+            residual::write(&mut x, o, layer.mixer.post_norm.as_deref(), eps);
+            let h = residual::read(&x, norm(&layer.ffn.read, il)?, eps);
+            let o = self.ffn(il, &h)?;
+            residual::write(&mut x, o, layer.ffn.post_norm.as_deref(), eps);
+        }
+        match &m.head_read {
+            HeadRead::Norm(g) => Ok(residual::read(&x, g, eps)),
+            HeadRead::Hyper(_) => Err(hyper_mismatch("the head")),
+        }
+    }
+
+    /// One token through the layers on `s` hyper-connection streams: each read site first adds
+    /// the previous part's pending write; returns the head mixer's output.
+    fn hyper(&mut self, x: Vec<f32>, s: usize, pos: usize) -> Result<Vec<f32>> {
+        let m = self.model;
+        let eps = m.cfg.rms_eps;
+        let mut h = hyper::embed(&x, s);
+        let mut pending: Option<hyper::Write> = None;
+        for (il, layer) in m.layers.iter().enumerate() {
+            let w = site(&layer.mixer.read, il)?;
+            let r = hyper::read(&mut h, pending.as_ref(), &w.mix, eps);
+            let o = self.mixer(il, &r.mixed, pos);
+            pending = Some(hyper::Write {
+                a: hyper::inject(&r.normed, &w.inject),
+                y: post(o, layer.mixer.post_norm.as_deref(), eps),
+            });
+            let w = site(&layer.ffn.read, il)?;
+            let r = hyper::read(&mut h, pending.as_ref(), &w.mix, eps);
+            let o = self.ffn(il, &r.mixed)?;
+            pending = Some(hyper::Write {
+                a: hyper::inject(&r.normed, &w.inject),
+                y: post(o, layer.ffn.post_norm.as_deref(), eps),
+            });
+        }
+        match &m.head_read {
+            HeadRead::Hyper(mix) => Ok(hyper::read(&mut h, pending.as_ref(), mix, eps).mixed),
+            HeadRead::Norm(_) => Err(hyper_mismatch("the head")),
+        }
+    }
+
+    /// Layer `il`'s token mixer on its input `h`.
+    fn mixer(&mut self, il: usize, h: &[f32], pos: usize) -> Vec<f32> {
+        let m = self.model;
+        let lc = &m.cfg.layers[il];
+        let (keys, values) = (&mut self.keys[il], &mut self.values[il]);
+        match &m.layers[il].mixer.part {
+            RefMixer::Attention(a) => {
+                attention::run(&m.cfg, a, lc.attention(), h, pos, keys, values)
+            }
+        }
+    }
+
+    /// Layer `il`'s FFN on its input `h`.
+    fn ffn(&self, il: usize, h: &[f32]) -> Result<Vec<f32>> {
+        let m = self.model;
+        Ok(match (&m.layers[il].ffn.part, &m.cfg.layers[il].ffn.part) {
+            (RefFfn::Dense(w), Ffn::Dense(d)) => ffn::dense(w, d, h),
+            (RefFfn::Moe(w), Ffn::Moe(spec)) => moe::run(w, spec, h)?,
+            _ => {
+                return Err(RefError::Unsupported(format!(
+                    "layer {il}: the loaded FFN is not the declared one"
+                )))
+            }
+        })
+    }
+}
+
+/// A Single layer's read norm.
+fn norm(r: &RefRead, il: usize) -> Result<&[f32]> {
+    match r {
+        RefRead::Norm(g) => Ok(g),
+        RefRead::Hyper(_) => Err(hyper_mismatch(&format!("layer {il}"))),
+    }
+}
+
+/// A Hyper layer's read site.
+fn site(r: &RefRead, il: usize) -> Result<&weights::RefHc> {
+    match r {
+        RefRead::Hyper(s) => Ok(s),
+        RefRead::Norm(_) => Err(hyper_mismatch(&format!("layer {il}"))),
+    }
+}
+
+/// The loader reads each sublayer as `cfg.residual` declares; a mismatch is a bug, reported
+/// rather than run.
+fn hyper_mismatch(what: &str) -> RefError {
+    RefError::Unsupported(format!(
+        "{what}: the loaded residual read is not the declared one"
+    ))
+}
+
+/// A part's output through its post norm, when it has one (what the residual adds).
+fn post(o: Vec<f32>, post: Option<&[f32]>, eps: f32) -> Vec<f32> {
+    match post {
+        Some(g) => ops::rms_norm(&o, g, eps),
+        None => o,
     }
 }

@@ -2,14 +2,49 @@
 //! accumulates in f64; values between steps are f32, as on the device.
 
 use crate::kernels::actq::{self, ActRound};
+use crate::quant::type_id;
+
+/// How a matmul's input row is rounded before the dot products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InRound {
+    /// llama.cpp's 8-bit activation blocks, or none (`ActRound`, the engine's own rule).
+    Act(ActRound),
+    /// Through f16 / bf16: what llama.cpp's CPU backend does to the activations of an F16 / BF16
+    /// weight (ggml's `vec_dot_type` for those types is the weight's own type).
+    F16,
+    Bf16,
+}
+
+impl InRound {
+    /// ggml's CPU `vec_dot_type` for a weight of type `t`: F32 -> F32 (no rounding), F16 -> F16,
+    /// BF16 -> BF16, the legacy quants -> Q8_0 blocks, the K-quants -> Q8_K blocks.
+    pub fn ggml_cpu(t: u32) -> InRound {
+        match t {
+            type_id::F16 => InRound::F16,
+            type_id::BF16 => InRound::Bf16,
+            _ => InRound::Act(ActRound::for_type(t)),
+        }
+    }
+
+    pub fn apply(self, x: &[f32]) -> Vec<f32> {
+        match self {
+            InRound::Act(a) => actq::reference(a, x),
+            InRound::F16 => f16_round(x),
+            InRound::Bf16 => x
+                .iter()
+                .map(|&v| half::bf16::from_f32(v).to_f32())
+                .collect(),
+        }
+    }
+}
 
 /// A dequantized weight matrix (n_out, n_in), row-major.
 pub struct Mat {
     pub n_out: usize,
     pub n_in: usize,
     pub data: Vec<f32>,
-    /// How the input is rounded first (llama.cpp's 8-bit activations, or none).
-    pub round: ActRound,
+    /// How the input is rounded first (llama.cpp's activations, or none).
+    pub round: InRound,
 }
 
 impl Mat {
@@ -20,7 +55,7 @@ impl Mat {
             self.n_in,
             "reference matmul: caller passes an n_in row"
         );
-        let xr = actq::reference(self.round, x);
+        let xr = self.round.apply(x);
         self.data
             .chunks_exact(self.n_in)
             .map(|row| dot(row, &xr) as f32)
@@ -61,9 +96,54 @@ pub fn rope(x: &mut [f32], head_dim: usize, n_rot: usize, pos: f64, base: f32, n
     }
 }
 
+/// The IMRoPE section (0 = t, 1 = h, 2 = w, 3 = e) that rotated pair `i` takes its position
+/// from, as ggml's `ggml_mrope_cache_init` assigns it for `GGML_ROPE_TYPE_IMROPE`: the sector
+/// i mod (s0 + s1 + s2 + s3) interleaves t, h, w (sector mod 3 = 0, 1, 2) while that section has
+/// pairs left (sector < 3 s), and every other sector is e's.
+pub fn imrope_section(i: usize, sections: [u32; 4]) -> usize {
+    let s = sections.map(|v| v as usize);
+    // the arch refuses s0 + s1 + s2 == 0; max(1) only keeps a bad table from dividing by zero
+    let sector = i % s.iter().sum::<usize>().max(1);
+    match sector % 3 {
+        1 if sector < 3 * s[1] => 1,
+        2 if sector < 3 * s[2] => 2,
+        0 if sector < 3 * s[0] => 0,
+        _ => 3,
+    }
+}
+
+/// IMRoPE (interleaved multi-section RoPE) of each head of `x` (n_head, head_dim) in place, NEOX
+/// pairs (i, i + n_rot/2): pair i turns by `pos[imrope_section(i)] * base^(-2i / n_rot)`.
+/// A text token's positions are (p, p, p, 0) (llama.cpp expands a token's position so), so the
+/// pairs of the e section keep their values.
+pub fn rope_sections(
+    x: &mut [f32],
+    head_dim: usize,
+    n_rot: usize,
+    pos: [f64; 4],
+    sections: [u32; 4],
+    base: f32,
+) {
+    let half = n_rot / 2;
+    for head in x.chunks_exact_mut(head_dim) {
+        for i in 0..half {
+            let p = pos[imrope_section(i, sections)];
+            let theta = p * (base as f64).powf(-2.0 * i as f64 / n_rot as f64);
+            let (s, c) = theta.sin_cos();
+            let (x0, x1) = (head[i] as f64, head[i + half] as f64);
+            head[i] = (x0 * c - x1 * s) as f32;
+            head[i + half] = (x0 * s + x1 * c) as f32;
+        }
+    }
+}
+
 /// Rounds through f16, as the device KV cache stores keys and values.
 pub fn f16_round(x: &[f32]) -> Vec<f32> {
     x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect()
+}
+
+pub fn sigmoid(g: f32) -> f32 {
+    (1.0 / (1.0 + (-(g as f64)).exp())) as f32
 }
 
 pub fn silu(g: f32) -> f32 {
@@ -141,6 +221,73 @@ mod tests {
         let mut c = x.clone();
         rope(&mut c, 8, 8, 0.0, 10000.0, true);
         assert_eq!(c, x);
+    }
+
+    #[test]
+    fn imrope_sections_interleave_t_h_w_and_leave_the_rest_to_e() {
+        // tiny's [2, 1, 1, 0]: sectors 0 t, 1 h, 2 w, 3 t again (3 < 3 * 2); no e pair
+        let tiny: Vec<usize> = (0..4).map(|i| imrope_section(i, [2, 1, 1, 0])).collect();
+        assert_eq!(tiny, [0, 1, 2, 0]);
+        // [1, 1, 1, 1]: sector 3 has no t/h/w pair left, so it is e's; the pattern repeats
+        let one: Vec<usize> = (0..8).map(|i| imrope_section(i, [1, 1, 1, 1])).collect();
+        assert_eq!(one, [0, 1, 2, 3, 0, 1, 2, 3]);
+        // Qwen3-VL's [24, 20, 20, 0] over 64 pairs: 61 and 62 fall past h's and w's 3 * 20
+        let vl: Vec<usize> = (0..64)
+            .filter(|&i| imrope_section(i, [24, 20, 20, 0]) == 3)
+            .collect();
+        assert_eq!(vl, [61, 62]);
+    }
+
+    #[test]
+    fn imrope_text_positions_leave_e_pairs_alone_and_match_neox_elsewhere() {
+        let (hd, n_rot) = (16, 8);
+        let x: Vec<f32> = (0..2 * hd).map(|i| (i as f32 * 0.37).sin() + 0.5).collect();
+        let sections = [1, 1, 1, 1];
+        let mut a = x.clone();
+        rope_sections(&mut a, hd, n_rot, [5.0, 5.0, 5.0, 0.0], sections, 10000.0);
+        let mut b = x.clone();
+        rope(&mut b, hd, n_rot, 5.0, 10000.0, true);
+        let half = n_rot / 2;
+        for head in 0..2 {
+            let o = head * hd;
+            for i in 0..half {
+                let pair = [o + i, o + i + half];
+                if i == 3 {
+                    // e section at position 0: the identity, bit for bit
+                    assert_eq!(pair.map(|j| a[j]), pair.map(|j| x[j]), "pair {i}");
+                } else {
+                    // t/h/w all at p: the plain NEOX rotation
+                    assert_eq!(pair.map(|j| a[j]), pair.map(|j| b[j]), "pair {i}");
+                    assert_ne!(pair.map(|j| a[j]), pair.map(|j| x[j]), "pair {i} turns");
+                }
+            }
+            // dims past n_rot are not rotated
+            assert_eq!(a[o + n_rot..o + hd], x[o + n_rot..o + hd]);
+        }
+        // the same positions in all four sections are NEOX RoPE exactly
+        let mut c = x.clone();
+        rope_sections(&mut c, hd, n_rot, [5.0; 4], sections, 10000.0);
+        assert_eq!(c, b);
+    }
+
+    #[test]
+    fn input_rounding_follows_ggml_vec_dot_types() {
+        assert_eq!(
+            InRound::ggml_cpu(type_id::F32),
+            InRound::Act(ActRound::None)
+        );
+        assert_eq!(InRound::ggml_cpu(type_id::F16), InRound::F16);
+        assert_eq!(InRound::ggml_cpu(type_id::BF16), InRound::Bf16);
+        assert_eq!(
+            InRound::ggml_cpu(type_id::Q8_0),
+            InRound::Act(ActRound::Q8Block32)
+        );
+        // 1 + 2^-10 is an f16 but not a bf16 (8 bits of mantissa): bf16 rounds it to 1
+        let x = [1.0 + 1.0 / 1024.0, 3.0];
+        assert_eq!(InRound::F16.apply(&x), x.to_vec());
+        assert_eq!(InRound::Bf16.apply(&x), vec![1.0, 3.0]);
+        // 1 + 2^-12 is below f16's precision
+        assert_eq!(InRound::F16.apply(&[1.0 + 1.0 / 4096.0]), vec![1.0]);
     }
 
     #[test]
