@@ -181,8 +181,11 @@ impl Report {
         match h {
             Ok(h) => {
                 writeln!(out, "hyper-parameters:")?;
-                for (k, v) in hparam_rows(h) {
-                    writeln!(out, "  {k:<24} {v}")?;
+                let rows = hparam_rows(h);
+                // the names' column as wide as the longest (qwen4exp's run to 40 characters)
+                let w = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0).max(24);
+                for (k, v) in rows {
+                    writeln!(out, "  {k:<w$} {v}")?;
                 }
             }
             Err(e) => writeln!(out, "hyper-parameters: error: {e}")?,
