@@ -1,6 +1,8 @@
 //! `strata nll`: teacher-forced mean negative log-likelihood and perplexity of a text, over
 //! consecutive chunks of --ctx tokens (each chunk from an empty cache, BOS first when the model
 //! adds one). `--half` scores only the second half of each chunk, as llama-perplexity does.
+//! `--windows N` feeds each chunk N tokens at a time through the decode / verify-window path
+//! (the seeds' "NLL through the decode windows": the same targets, the kernels a flag changes).
 
 use super::common;
 use super::engine_args::EngineArgs;
@@ -19,6 +21,11 @@ pub struct Args {
     /// or more).
     #[arg(long)]
     pub half: bool,
+    /// Feed each chunk in windows of N tokens (1..=8) through the decode / verify-window path
+    /// (its products and in-step head), as `--spec N-1` verifies drafts, instead of the prompt
+    /// path: the same targets, scored through the kernels a flag like STRATA_HC_Q8 changes.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=8))]
+    pub windows: u8,
 }
 
 /// -log softmax(logits)[target], in f64.
@@ -38,6 +45,27 @@ fn nll(logits: &[f32], target: u32) -> f64 {
 fn scored_per_chunk(n_ctx: usize, half: bool) -> usize {
     let first = if half { n_ctx / 2 } else { 0 };
     n_ctx.saturating_sub(1).saturating_sub(first)
+}
+
+/// The logits of rows first..len-1 of `input`, fed `w` tokens at a time from position 0 (each
+/// window's rows 0..w: the decode and verify-window path).
+fn windowed(
+    eng: &mut strata::model::Engine,
+    input: &[u32],
+    w: usize,
+    first: usize,
+) -> Result<Vec<Vec<f32>>> {
+    let mut out = Vec::with_capacity(input.len());
+    for (i, win) in input.chunks(w).enumerate() {
+        let p = i * w;
+        let rows: Vec<usize> = (0..win.len()).collect();
+        for (r, l) in rows.iter().zip(eng.forward(win, p, &rows)?) {
+            if p + r >= first && p + r + 1 < input.len() {
+                out.push(l);
+            }
+        }
+    }
+    Ok(out)
 }
 
 pub fn run(mut a: Args) -> Result<()> {
@@ -82,7 +110,10 @@ pub fn run(mut a: Args) -> Result<()> {
         // Row r predicts input[r + 1]; the first scored row is the middle one with --half.
         let first = if a.half { input.len() / 2 } else { 0 };
         let rows: Vec<usize> = (first..input.len() - 1).collect();
-        let logits = eng.forward(&input, 0, &rows)?;
+        let logits = match a.windows as usize {
+            0 => eng.forward(&input, 0, &rows)?,
+            w => windowed(&mut eng, &input, w, first)?,
+        };
         let mut csum = 0f64;
         for (l, &r) in logits.iter().zip(&rows) {
             csum += nll(l, input[r + 1]);
@@ -105,11 +136,15 @@ pub fn run(mut a: Args) -> Result<()> {
     let mean = sum / count as f64;
     writeln!(
         common::stdout(),
-        "{}: {} tokens scored in {} chunks of {n_ctx}{}: mean NLL {mean:.4}, perplexity {:.4} ({:.1} s)",
+        "{}: {} tokens scored in {} chunks of {n_ctx}{}{}: mean NLL {mean:.4}, perplexity {:.4} ({:.1} s)",
         a.file.display(),
         count,
         ids.len() / per_chunk,
         if a.half { " (second halves)" } else { "" },
+        match a.windows {
+            0 => String::new(),
+            w => format!(" through windows of {w}"),
+        },
         mean.exp(),
         t0.elapsed().as_secs_f64()
     )?;
