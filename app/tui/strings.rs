@@ -72,6 +72,8 @@ pub const TOKENS_PER_WINDOW: &str = "tokens/window ";
 pub const MEAN: &str = " mean";
 pub const LIVE: &str = " live";
 pub const NO_EXPERTS: &str = "dense model: no experts";
+/// A MoE model whose experts are all on the cards (no expert streaming, so none refused).
+pub const EXPERTS_RESIDENT: &str = "MoE: every expert resident, none streamed";
 pub const NO_SPEC: &str = "no drafts proposed (speculation off)";
 pub const NOT_READY: &str = "the engine is not ready yet";
 pub const QUEUED: &str = "the engine is loading: the message goes out when it is ready";

@@ -124,14 +124,17 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         );
         return;
     };
-    let dense = app.loaded.as_ref().is_some_and(|l| !l.experts)
-        || d.cards.iter().all(|c| c.experts.is_none());
+    let moe = app.loaded.as_ref().is_some_and(|l| l.experts);
+    let no_cache = d.cards.iter().all(|c| c.experts.is_none());
     let mut rows: Vec<Row> = Vec::new();
-    if dense {
-        rows.push((
-            Line::from(Span::styled(strings::NO_EXPERTS, theme::DIM)),
-            None,
-        ));
+    if !moe || no_cache {
+        // a MoE model without an expert cache has every expert resident: nothing is refused
+        let text = if moe {
+            strings::EXPERTS_RESIDENT
+        } else {
+            strings::NO_EXPERTS
+        };
+        rows.push((Line::from(Span::styled(text, theme::DIM)), None));
     }
     // every host card reports the one process: take it once
     let host = d.cards.iter().find_map(|c| c.host.as_ref());
@@ -147,7 +150,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         runtime
     });
     for c in &d.cards {
-        rows.extend(card_lines(c, dense, inner.width as usize));
+        rows.extend(card_lines(c, !moe || no_cache, inner.width as usize));
     }
     rows.extend(runtime);
     for (i, (mut line, gauge)) in rows.into_iter().enumerate().take(inner.height as usize) {

@@ -53,13 +53,22 @@ pub fn gauge_style(used: Option<u32>, n_ctx: u32) -> Style {
     }
 }
 
+/// A parameter count as "135M", or "283K" below a million (the synthetic test models).
+fn params(n: u64) -> String {
+    if n >= 1_000_000 {
+        format!("{:.0}M", n as f64 / 1e6)
+    } else {
+        format!("{:.0}K", n as f64 / 1e3)
+    }
+}
+
 pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let model = match &app.loaded {
         Some(l) => format!(
-            "{} ({}, {:.0}M params{})",
+            "{} ({}, {} params{})",
             file_name(&l.model),
             l.arch,
-            l.n_params as f64 / 1e6,
+            params(l.n_params),
             if l.synthetic { strings::SYNTHETIC } else { "" },
         ),
         // ($VAR resolved, so a loading model shows its file, not "$STRATA_MODEL_SMOLLM2")
