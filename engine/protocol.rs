@@ -322,6 +322,9 @@ pub struct MemoryUse {
     pub kv: u64,
     pub scratch: u64,
     pub other: u64,
+    /// Of `weights`: the Q8_0 copies of the hyper-connection projections that `STRATA_HC_Q8=1`
+    /// adds beside the stored ones (0 without the flag).
+    pub hc_q8: u64,
 }
 
 impl MemoryUse {

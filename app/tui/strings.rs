@@ -72,6 +72,11 @@ pub const TOKENS_PER_WINDOW: &str = "tokens/window ";
 pub const MEAN: &str = " mean";
 pub const LIVE: &str = " live";
 pub const NO_EXPERTS: &str = "dense model: no experts";
+/// Under a card's weights bar with STRATA_HC_Q8=1: the Q8_0 copies it adds.
+pub fn hc_q8_copies(size: &str) -> String {
+    format!("  of which {size} HC Q8_0 copies (STRATA_HC_Q8)")
+}
+
 /// A MoE model whose experts are all on the cards (no expert streaming, so none refused).
 pub const EXPERTS_RESIDENT: &str = "MoE: every expert resident, none streamed";
 pub const NO_SPEC: &str = "no drafts proposed (speculation off)";

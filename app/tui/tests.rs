@@ -67,6 +67,7 @@ pub(super) fn card(
             kv: m(mib[1]),
             scratch: m(mib[2]),
             other: m(mib[3]),
+            hc_q8: 0,
         },
         budget: m(budget_mib),
         experts,

@@ -146,6 +146,7 @@ impl Engine {
                 DeviceMemory {
                     device: card_name(&st.card),
                     weights: self.weights.card_bytes[i],
+                    hc_q8: self.weights.hc_q8_bytes[i],
                     kv,
                     scratch: st.scratch.bytes + rope + staging,
                 }

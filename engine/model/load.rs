@@ -81,6 +81,8 @@ impl Engine {
             queues: &queues,
             layer_card,
             keep_gguf: opts.keep_gguf || crate::flags::on(table::KEEP_GGUF),
+            hc_q8: crate::model::device::kernels::hc_variant(&cfg)
+                == Some(crate::kernels::hc_fast::Variant::Q8),
         };
         let plan = Plan::from_env(opts.act_round);
         // The kernel modules load on a second thread while this one uploads the weights: they
@@ -112,6 +114,26 @@ impl Engine {
             // one module per (down, inject, up) weight types, built now rather than mid-step
             for (down, inject, up) in weights.hc_types() {
                 hc.prepare(down, inject, up)?;
+                if let Some((fast, v)) = &kernels.hc_fast {
+                    // (a type the fast read does not take falls back at run time, said there)
+                    if let Err(e) = fast.prepare(*v, down, inject, up) {
+                        tracing::warn!("{}=1: {e}", v.flag());
+                    }
+                }
+            }
+            if kernels.hc_fast.is_some() {
+                let mib: Vec<String> = weights
+                    .hc_q8_bytes
+                    .iter()
+                    .map(|b| format!("{:.1}", *b as f64 / (1 << 20) as f64))
+                    .collect();
+                if weights.hc_q8_bytes.iter().any(|&b| b > 0) {
+                    tracing::info!(
+                        "STRATA_HC_Q8=1: the Q8_0 copies add {} MiB per card (the stored \
+                         copies stay for the prompt path)",
+                        mib.join(" + ")
+                    );
+                }
             }
         }
         if plan.fold_norms && plan.fused && plan.act_round {

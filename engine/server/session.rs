@@ -346,6 +346,7 @@ impl Session {
                     kv: m.kv as u64,
                     scratch: m.scratch as u64,
                     other: 0,
+                    hc_q8: m.hc_q8 as u64,
                 },
                 budget,
                 experts: None,

@@ -84,6 +84,16 @@ fn card_lines(card: &Card, dense: bool, width: usize) -> Vec<Row> {
             continue;
         }
         rows.push(bar_row(name, v, of, st));
+        if name == "weights" && card.used.hc_q8 > 0 {
+            // what STRATA_HC_Q8=1 adds (inside the weights' figure): the A/B's memory cost
+            rows.push((
+                Line::from(Span::styled(
+                    strings::hc_q8_copies(&fmt_bytes(card.used.hc_q8)),
+                    theme::DIM,
+                )),
+                None,
+            ));
+        }
     }
     if !dense {
         let line = match &card.experts {

@@ -9,6 +9,7 @@
 //! until its module is named here. docs/adding-a-model.md walks through adding one.
 
 mod gemma3;
+mod hc_llama;
 mod llama;
 mod qwen4exp;
 
@@ -26,6 +27,7 @@ pub fn shape(
         Arch::Llama => llama::shape(hp, n_layer, has),
         Arch::Gemma3 => gemma3::shape(hp, n_layer, has),
         Arch::Qwen4exp => qwen4exp::shape(hp, n_layer, has),
+        Arch::HcLlama => hc_llama::shape(hp, n_layer, has),
     }
 }
 

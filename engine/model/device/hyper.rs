@@ -14,6 +14,7 @@ use super::stage::Stage;
 use super::step::{parts, Part, StageStep};
 use super::{head, Input, LayerCtx, Out, Slot, Src};
 use crate::kernels::hc::{HcCall, HcMat, HcScratch};
+use crate::kernels::hc_fast::{HcFastCall, HcFastScratch, HcQ8, Variant};
 use crate::model::config::ModelConfig;
 use crate::model::parts::{Hyper, Mixer};
 use crate::model::weights::{HcMatrix, HcWeights, ReadWeights};
@@ -28,6 +29,8 @@ pub struct HyperScratch {
     pub rs: DeviceBuffer<f32>,  // (rows, S) per-stream 1 / rms
     pub lo: DeviceBuffer<f32>,  // (rows, r) the read gate's low-rank activation
     pub hc: HcScratch,          // the down projection's column-slice partials
+    /// The two-launch read's partials and arrival counter (STRATA_HC_Q8 / STRATA_GR_FUSED)
+    pub fast: Option<HcFastScratch>,
     pub qg: DeviceBuffer<f32>, // (rows, 2 * n_head * head_dim) gated attention: [q | gate] per head
     pub agate: DeviceBuffer<f32>, // (rows, n_head * head_dim) the attention output's gate
     pub bytes: usize,
@@ -49,6 +52,10 @@ impl HyperScratch {
         let qg = if gated { rows * 2 * c.q_dim() } else { 1 };
         let ag = if gated { rows * c.q_dim() } else { 1 };
         let hc = HcScratch::new(q, rows, c.n_embd, h.streams, h.rank)?;
+        let fast = match super::kernels::hc_variant(c) {
+            Some(_) => Some(HcFastScratch::new(q, c.n_embd, h.streams, h.rank)?),
+            None => None,
+        };
         let floats = rows * (2 * h.streams + h.rank) + qg + ag;
         Ok(Some(HyperScratch {
             inj: q.alloc(rows * h.streams)?,
@@ -56,8 +63,9 @@ impl HyperScratch {
             lo: q.alloc(rows * h.rank)?,
             qg: q.alloc(qg)?,
             agate: q.alloc(ag)?,
-            bytes: floats * 4 + hc.bytes(),
+            bytes: floats * 4 + hc.bytes() + fast.as_ref().map_or(0, |f| f.bytes()),
             hc,
+            fast,
         }))
     }
 }
@@ -103,6 +111,26 @@ pub fn read(
     };
     let pend = pending.then_some((&s.o, &hs.inj));
     let a_out = w.inject.as_ref().map(|_| &hs.inj);
+    // the flags' two-launch read in the decode and verify windows (the prompt path's rows stay
+    // on the default read, as the seeds'); where it does not take the call, the default read
+    // with one line saying why
+    if let (Some((fast, v)), Some(fsc)) = (&k.hc_fast, &hs.fast) {
+        if t <= crate::kernels::hc_fast::TMAX {
+            let q8 = match (v, &w.q8) {
+                (Variant::Q8, Some((down, up))) => Some(HcQ8 { down, up }),
+                _ => None,
+            };
+            // (Q8 without copies: they could not be made at load, which said so)
+            if *v == Variant::Fused || q8.is_some() {
+                let fc = HcFastCall { read: call, q8 };
+                let dflt = k.hc()?;
+                fast.run_or_default(
+                    dflt, q, &fc, &s.x, pend, &hs.rs, &hs.lo, a_out, &s.h, fsc, &hs.hc,
+                )?;
+                return Ok(());
+            }
+        }
+    }
     k.hc()?
         .run(q, &call, &s.x, pend, &hs.rs, &hs.lo, a_out, &s.h, &hs.hc)?;
     Ok(())

@@ -8,6 +8,7 @@ use crate::kernels::embed::Embed;
 use crate::kernels::gated_attn::GatedAttnKernels;
 use crate::kernels::glu_q8::GluQ8;
 use crate::kernels::hc::HcRead;
+use crate::kernels::hc_fast::{HcFast, Variant};
 use crate::kernels::kv::KvStore;
 use crate::kernels::moe::MoeKernels;
 use crate::kernels::norm::Norm;
@@ -20,6 +21,7 @@ use crate::model::plan::Plan;
 use crate::model::EngineError;
 use crate::sycl::Context;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 pub struct Kernels {
     pub mat: MatrixKernels,
@@ -35,6 +37,9 @@ pub struct Kernels {
     pub rope_kv: RopeKv,
     /// The hyper-connection read (Residual::Hyper models only: built when the model needs it).
     pub hc: Option<HcRead>,
+    /// `STRATA_HC_Q8=1` / `STRATA_GR_FUSED=1` on a hyper-connection model: the two-launch read
+    /// the decode and verify windows take (`hc_variant`).
+    pub hc_fast: Option<(HcFast, Variant)>,
     /// The MoE router, gather and combine (models with a MoE layer).
     pub moe: Option<MoeKernels>,
     /// The gated attention's q/gate split and output gate.
@@ -96,6 +101,13 @@ impl Kernels {
             }
             None => None,
         };
+        let hc_fast = match hc_variant(cfg) {
+            Some(v) => {
+                go()?;
+                Some((HcFast::new(ctx)?, v))
+            }
+            None => None,
+        };
         let moe = match cfg.host_synchronous() {
             true => {
                 go()?;
@@ -123,6 +135,7 @@ impl Kernels {
             glu_q8,
             rope_kv,
             hc,
+            hc_fast,
             moe,
             gated,
             plan,
@@ -145,6 +158,37 @@ impl Kernels {
             .as_ref()
             .ok_or_else(|| missing("the gated attention kernels"))
     }
+}
+
+/// The fast hyper-connection read the flags ask for, latched at the first load of the process:
+/// `STRATA_HC_Q8=1` the Q8_0 read (and then `STRATA_GR_FUSED` changes nothing), else
+/// `STRATA_GR_FUSED=1` the fused read of the stored weights; None without either, or for a model
+/// without hyper-connection streams. One stderr line says which, when either is on.
+pub fn hc_variant(cfg: &ModelConfig) -> Option<Variant> {
+    static LATCH: OnceLock<Option<Variant>> = OnceLock::new();
+    let v = *LATCH.get_or_init(|| {
+        use crate::flags::{on, table};
+        let (q8, fused) = (on(table::HC_Q8), on(table::GR_FUSED));
+        let line = match (q8, fused) {
+            (true, true) => {
+                "STRATA_HC_Q8=1: hyper-connection down/up read as Q8_0 copies in the \
+                             decode and verify windows; STRATA_GR_FUSED=1 changes nothing while \
+                             it is on"
+            }
+            (true, false) => {
+                "STRATA_HC_Q8=1: hyper-connection down/up read as Q8_0 copies in the \
+                              decode and verify windows"
+            }
+            (false, true) => {
+                "STRATA_GR_FUSED=1: the two-launch hyper-connection read of the \
+                              stored weights in the decode and verify windows"
+            }
+            (false, false) => return None,
+        };
+        eprintln!("strata: {line}");
+        Some(if q8 { Variant::Q8 } else { Variant::Fused })
+    });
+    cfg.residual.hyper().and(v)
 }
 
 fn missing(what: &str) -> EngineError {

@@ -24,6 +24,9 @@ pub struct Placement<'a> {
     /// before the tiled-only load): `STRATA_KEEP_GGUF=1`, an A/B and test knob
     /// (`EngineOptions::keep_gguf`). Matrices a GGUF-only kernel reads keep them anyway.
     pub keep_gguf: bool,
+    /// Upload the Q8_0 copies of every hyper-connection down / up projection
+    /// (`STRATA_HC_Q8=1`), beside the stored ones.
+    pub hc_q8: bool,
 }
 
 /// Uploads tensors by name onto the cards, counting bytes per card.
@@ -31,7 +34,12 @@ struct Loader<'a> {
     g: &'a Gguf,
     arenas: Vec<Arena>,
     keep_gguf: bool,
+    hc_q8: bool,
     bytes: Vec<usize>,
+    /// Of `bytes`: the Q8_0 copies of the hyper-connection projections.
+    q8_bytes: Vec<usize>,
+    /// A site without Q8_0 copies was reported (one line per load, not per site).
+    q8_warned: bool,
 }
 
 impl Loader<'_> {
@@ -133,15 +141,70 @@ impl Loader<'_> {
         };
         let (s, r) = (h.streams, h.rank);
         let n = |w: &str| format!("{prefix}_{w}.weight");
+        let down = self.hc_matrix(card, &n("down"), r, s * e)?;
+        let up = self.hc_matrix(card, &n("up"), s * e, r)?;
+        let q8 = match self.hc_q8 {
+            true => self.hc_q8_pair(card, &n("down"), &n("up"), r, s * e),
+            false => None,
+        };
         Ok(ReadWeights::Hyper(HcWeights {
             gamma: self.vector(card, &n("norm"), s * e)?,
-            down: self.hc_matrix(card, &n("down"), r, s * e)?,
-            up: self.hc_matrix(card, &n("up"), s * e, r)?,
+            down,
+            up,
             inject: match inject {
                 true => Some(self.hc_matrix(card, &n("inject"), s, s * e)?),
                 false => None,
             },
+            q8,
         }))
+    }
+
+    /// The Q8_0 copies of a site's (down, up), or None with one stderr line when one cannot be
+    /// made (a row that is not whole Q8_0 blocks): the default read then runs at that site.
+    fn hc_q8_pair(
+        &mut self,
+        card: usize,
+        down: &str,
+        up: &str,
+        r: usize,
+        sn: usize,
+    ) -> Option<(DeviceBuffer<u8>, DeviceBuffer<u8>)> {
+        let pair = self
+            .hc_q8_copy(card, down, r, sn)
+            .and_then(|d| Ok((d, self.hc_q8_copy(card, up, sn, r)?)));
+        match pair {
+            Ok(p) => Some(p),
+            Err(e) => {
+                if !std::mem::replace(&mut self.q8_warned, true) {
+                    eprintln!(
+                        "strata: STRATA_HC_Q8=1: {e}; the default read runs at the sites without \
+                         a Q8_0 copy"
+                    );
+                }
+                None
+            }
+        }
+    }
+
+    /// The Q8_0 copy (`kernels::hc_fast::q8_copy`: the file's own Q8_0 blocks, or its values
+    /// quantized with ggml's rounding) of the hyper-connection matrix `name` on `card`.
+    fn hc_q8_copy(
+        &mut self,
+        card: usize,
+        name: &str,
+        n_out: usize,
+        n_in: usize,
+    ) -> Result<DeviceBuffer<u8>, EngineError> {
+        let info = self.g.tensor(name)?;
+        let data = self.g.tensor_data(info)?;
+        let copy = crate::kernels::hc_fast::q8_copy(info.ggml_type.id(), data, n_out, n_in)
+            .map_err(|e| EngineError::Tensor {
+                name: name.into(),
+                why: format!("no Q8_0 copy: {e}"),
+            })?;
+        self.bytes[card] += copy.len();
+        self.q8_bytes[card] += copy.len();
+        Ok(self.arenas[card].upload(&copy)?)
     }
 
     fn dense(
@@ -266,7 +329,10 @@ impl Weights {
             g,
             arenas: place.queues.iter().map(Arena::new).collect(),
             keep_gguf: place.keep_gguf,
+            hc_q8: place.hc_q8,
             bytes: vec![0; n_cards],
+            q8_bytes: vec![0; n_cards],
+            q8_warned: false,
         };
         let e = cfg.n_embd;
         let layers = (0..cfg.n_layer)
@@ -329,6 +395,7 @@ impl Weights {
             layers,
             bytes: card_bytes.iter().sum(),
             card_bytes,
+            hc_q8_bytes: ld.q8_bytes,
         })
     }
 }

@@ -25,6 +25,8 @@ pub struct DeviceMemory {
     pub kv: usize,
     /// Activations, ids, positions, logits, RoPE tables.
     pub scratch: usize,
+    /// Of `weights`: the Q8_0 copies of the hyper-connection projections `STRATA_HC_Q8=1` adds.
+    pub hc_q8: usize,
 }
 
 impl DeviceMemory {
@@ -64,6 +66,9 @@ pub struct HcWeights {
     pub down: HcMatrix,           // (r, S * n_embd)
     pub up: HcMatrix,             // (S * n_embd, r)
     pub inject: Option<HcMatrix>, // (S, S * n_embd)
+    /// `STRATA_HC_Q8=1`: the Q8_0 copies of (down, up) the fast read takes in the decode and
+    /// verify windows (`kernels::hc_fast::q8_copy`); the stored ones stay for the prompt path.
+    pub q8: Option<(DeviceBuffer<u8>, DeviceBuffer<u8>)>,
 }
 
 impl ReadWeights {
@@ -217,6 +222,8 @@ pub struct Weights {
     pub bytes: usize,
     /// Weight bytes per card (`bytes` is their sum, the tied head's copy included).
     pub card_bytes: Vec<usize>,
+    /// Of `card_bytes`: the Q8_0 copies `STRATA_HC_Q8=1` adds, per card (0 without the flag).
+    pub hc_q8_bytes: Vec<usize>,
 }
 
 impl Weights {
