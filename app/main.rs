@@ -51,6 +51,8 @@ enum Command {
     Parity(cmd::parity::Args),
     /// Write a synthetic qwen4exp GGUF (seeded random weights) at any geometry.
     Synth(cmd::synth::Args),
+    /// Convert a model to another architecture (`--to hc`: SmolLM2 with hyper-connection streams).
+    Convert(cmd::convert::Args),
 }
 
 fn main() {
@@ -68,6 +70,7 @@ fn main() {
         Some(Command::Nll(a)) => cmd::nll::run(a),
         Some(Command::Flags(a)) => cmd::flags::run(a),
         Some(Command::Synth(a)) => cmd::synth::run(a),
+        Some(Command::Convert(a)) => cmd::convert::run(a),
         None => tui::run(tui::Options {
             preset: cli.preset,
             resume: cli.resume,

@@ -21,6 +21,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("cpu-vnni", include_str!("../config/cpu-vnni.toml")),
     ("gemma3", include_str!("../config/gemma3.toml")),
     ("spec-ab", include_str!("../config/spec-ab.toml")),
+    ("smollm2-hc", include_str!("../config/smollm2-hc.toml")),
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -442,13 +443,20 @@ mod tests {
         let store = PresetStore::load(None);
         assert!(store.errors.is_empty(), "{:?}", store.errors);
         let names: Vec<&str> = store.presets.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["default", "cpu-vnni", "gemma3", "spec-ab"]);
+        assert_eq!(
+            names,
+            ["default", "cpu-vnni", "gemma3", "spec-ab", "smollm2-hc"]
+        );
         assert_eq!(
             store.find("default").unwrap().model.as_deref(),
             Some("$STRATA_MODEL_SMOLLM2")
         );
         assert!(store.find("spec-ab").unwrap().spec > 0);
         assert!(store.find("cpu-vnni").unwrap().flags["STRATA_VNNI"]);
+        assert_eq!(
+            store.find("smollm2-hc").unwrap().model.as_deref(),
+            Some("$STRATA_MODEL_SMOLLM2_HC")
+        );
     }
 
     #[test]

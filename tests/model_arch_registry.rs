@@ -37,7 +37,7 @@ fn mamba() -> Vec<u8> {
 #[test]
 fn an_unknown_architecture_is_refused_naming_it_and_the_supported_ones() {
     let supported = strata::model::arch::supported().join(", ");
-    assert_eq!(supported, "llama, gemma3");
+    assert_eq!(supported, "llama, gemma3, qwen4exp, strata-hc-llama");
     let want = format!("general.architecture \"mamba\" is not supported (supported: {supported})");
     let msg = config_error(mamba());
     println!("config: {msg}");

@@ -1,6 +1,7 @@
 //! One file per subcommand: its clap `Args` and its `run` (`common`: what they share).
 pub mod bench;
 pub mod common;
+pub mod convert;
 pub mod devices;
 pub mod engine;
 pub mod engine_args;

@@ -8,6 +8,7 @@
 //! are `#[non_exhaustive]` for callers outside the crate.
 
 use super::error::{GgufError, Result};
+use super::hparams_hcllama::{self, HcLlamaParams};
 use super::hparams_qwen4exp::{self, Qwen4expParams};
 use super::reader::Gguf;
 use super::vocab::TOKENS_KEY;
@@ -23,10 +24,14 @@ pub enum Arch {
     /// Qwen3.8-Flash-Next: hyper-connection residual streams, gated attention (and Gated
     /// DeltaNet / QSA layers, refused until the engine runs them), MoE with a shared expert.
     Qwen4exp,
+    /// Strata's own `strata-hc-llama` (not a llama.cpp architecture): llama's layers with
+    /// hyper-connection residual streams instead of the pre-norms; `strata convert` writes it
+    /// from a llama file (docs/convert.md).
+    HcLlama,
 }
 
 impl Arch {
-    pub const ALL: &'static [Arch] = &[Arch::Llama, Arch::Gemma3, Arch::Qwen4exp];
+    pub const ALL: &'static [Arch] = &[Arch::Llama, Arch::Gemma3, Arch::Qwen4exp, Arch::HcLlama];
 
     /// The `general.architecture` string (also the metadata key prefix).
     pub fn name(self) -> &'static str {
@@ -34,6 +39,7 @@ impl Arch {
             Arch::Llama => "llama",
             Arch::Gemma3 => "gemma3",
             Arch::Qwen4exp => "qwen4exp",
+            Arch::HcLlama => hparams_hcllama::ARCH,
         }
     }
 
@@ -49,6 +55,7 @@ pub enum ArchParams {
     Llama,
     Gemma3(Gemma3Params),
     Qwen4exp(Qwen4expParams),
+    HcLlama(HcLlamaParams),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -119,6 +126,13 @@ impl HParams {
     pub fn qwen4exp(&self) -> Option<&Qwen4expParams> {
         match &self.extra {
             ArchParams::Qwen4exp(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    pub fn hc_llama(&self) -> Option<&HcLlamaParams> {
+        match &self.extra {
+            ArchParams::HcLlama(p) => Some(p),
             _ => None,
         }
     }
@@ -212,6 +226,7 @@ fn read(g: &Gguf) -> Result<HParams> {
         Arch::Qwen4exp => {
             ArchParams::Qwen4exp(hparams_qwen4exp::read(g, block_count, feed_forward_length)?)
         }
+        Arch::HcLlama => ArchParams::HcLlama(hparams_hcllama::read(g)?),
     };
 
     Ok(HParams {
