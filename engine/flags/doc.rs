@@ -25,7 +25,7 @@ fn bitwise(f: &Flag) -> String {
 pub fn applies_to(f: &Flag) -> String {
     let mut parts = Vec::new();
     if let Some(a) = f.needs.arch {
-        parts.push(format!("{a} models"));
+        parts.push(format!("{} models", a.replace('|', " or ")));
     }
     if !f.needs.formats.is_empty() {
         parts.push(f.needs.formats.join("/"));

@@ -65,6 +65,7 @@ pub enum Hardware {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Needs {
     pub formats: &'static [&'static str],
+    /// The `general.architecture` names it acts on, '|' between them (None: any).
     pub arch: Option<&'static str>,
     pub hardware: Hardware,
 }
@@ -106,14 +107,19 @@ impl Flag {
     /// Ok(()) if the flag can act on this model and device, else why not. Unknown facts are
     /// taken to fit; an architecture this engine does not run never does.
     pub fn applies(&self, f: &Facts) -> Result<(), String> {
-        if let Some(arch) = self.needs.arch {
-            if crate::gguf::Arch::from_name(arch).is_none() {
+        if let Some(archs) = self.needs.arch {
+            // ('|' between the architectures a flag acts on)
+            let words = archs.replace('|', " or ");
+            if archs
+                .split('|')
+                .all(|a| crate::gguf::Arch::from_name(a).is_none())
+            {
                 return Err(format!(
-                    "acts on {arch} models, which this engine does not run yet"
+                    "acts on {words} models, which this engine does not run yet"
                 ));
             }
-            if f.arch.is_some_and(|a| a != arch) {
-                return Err(format!("acts on {arch} models only"));
+            if f.arch.is_some_and(|a| !archs.split('|').any(|x| x == a)) {
+                return Err(format!("acts on {words} models only"));
             }
         }
         if let Some(types) = f.formats {
