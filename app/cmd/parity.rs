@@ -1,15 +1,24 @@
 //! `strata parity <family> --selftest | --bench | --sweep`: kernel-family parity checks and
 //! micro-benchmarks through the real SYCL device. One file per family under `parity/`; add a
-//! `Family` variant and a match arm per new family (gr-q8, gr-fused, ...).
+//! `Family` variant and a match arm per new family.
 
+mod hc_fast;
+mod hc_fast_bench;
 mod mmvq_kreg;
 
 use anyhow::{bail, Result};
+use strata::kernels::hc_fast::Variant;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
 pub enum Family {
     /// The KREG mmvq kernels (STRATA_MMVQ_KREG=1) against the default mmvq kernels.
     MmvqKreg,
+    /// The Q8_0 hyper-connection read (STRATA_HC_Q8=1) against the f64 reference and the
+    /// default read.
+    HcQ8,
+    /// The fused BF16 hyper-connection read (STRATA_GR_FUSED=1) against the f64 reference and
+    /// the default read.
+    GrFused,
 }
 
 #[derive(clap::Args, Debug)]
@@ -46,6 +55,9 @@ pub fn run(a: Args) -> Result<()> {
         };
         return match a.family {
             Family::MmvqKreg => mmvq_kreg::prebuild_share(share, of),
+            Family::HcQ8 | Family::GrFused => {
+                bail!("--prebuild-share: only mmvq-kreg prebuilds its modules")
+            }
         };
     }
     if a.reps == 0 && (a.bench || a.sweep) {
@@ -67,6 +79,21 @@ pub fn run(a: Args) -> Result<()> {
             }
             if a.sweep {
                 mmvq_kreg::sweep(a.reps)?;
+            }
+        }
+        Family::HcQ8 | Family::GrFused => {
+            let (v, name) = match a.family {
+                Family::HcQ8 => (Variant::Q8, "hc-q8"),
+                _ => (Variant::Fused, "gr-fused"),
+            };
+            if a.selftest {
+                hc_fast::selftest(v, name)?;
+            }
+            if a.bench {
+                hc_fast_bench::bench(a.reps)?;
+            }
+            if a.sweep {
+                hc_fast_bench::sweep(v, a.reps)?;
             }
         }
     }

@@ -58,7 +58,8 @@ const fn setup_model(name: &'static str, help: &'static str) -> Flag {
 
 const HC: Needs = Needs {
     formats: &[],
-    arch: Some("qwen4exp"),
+    // the architectures with hyper-connection streams
+    arch: Some("qwen4exp|strata-hc-llama"),
     hardware: Hardware::Any,
 };
 
@@ -90,7 +91,11 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: HC_Q8,
         kind: switch(false),
-        bitwise: Bitwise::No("hyper-connection projections read as Q8_0"),
+        // the read: engine/kernels/hc_fast.rs (`strata parity hc-q8 --selftest`)
+        bitwise: Bitwise::No(
+            "hyper-connection down/up projections rounded to Q8_0 (ggml's rounding), another \
+             summation order; R_out bitwise",
+        ),
         scope: Scope::Kernel,
         needs: HC,
         toggle: true,
@@ -100,7 +105,10 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: GR_FUSED,
         kind: switch(false),
-        bitwise: Bitwise::No("another summation order of the hyper-connection read"),
+        // the read: engine/kernels/hc_fast.rs (`strata parity gr-fused --selftest`)
+        bitwise: Bitwise::No(
+            "another summation order of the hyper-connection read (same weights); R_out bitwise",
+        ),
         scope: Scope::Kernel,
         needs: HC,
         toggle: true,

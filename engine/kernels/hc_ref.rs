@@ -150,3 +150,23 @@ pub fn reference(
     out.r_out = r_out;
     Ok(out)
 }
+
+/// The largest |got - want| / scale over one output (the parity checks' error measure; NaN and
+/// a length mismatch count as infinite).
+pub fn worst_error(got: &[f32], want: &[f64], scale: &[f64]) -> f64 {
+    if got.len() != want.len() || want.len() != scale.len() {
+        return f64::INFINITY;
+    }
+    got.iter()
+        .zip(want)
+        .zip(scale)
+        .map(|((&g, &w), &m)| {
+            let e = (g as f64 - w).abs() / m.max(f64::MIN_POSITIVE);
+            if e.is_nan() {
+                f64::INFINITY
+            } else {
+                e
+            }
+        })
+        .fold(0.0, f64::max)
+}

@@ -30,6 +30,7 @@ pub mod float_args;
 pub mod gated_attn;
 pub mod glu_q8;
 pub mod hc;
+pub mod hc_fast;
 pub mod hc_ref;
 pub mod kv;
 pub mod moe;

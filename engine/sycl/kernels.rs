@@ -68,6 +68,9 @@ pub const ROPE_KV: KernelSource = source_with!("rope_kv", ["addr", "norm", "rope
 /// The default hyper-connection read, four launches (engine/kernels/hc.rs; -DHC_DOWN / -DHC_INJ /
 /// -DHC_UP = the weights' ggml types).
 pub const HC: KernelSource = source_with!("hc", ["addr", "norm"]);
+/// The fast hyper-connection reads, two launches (engine/kernels/hc_fast.rs; STRATA_HC_Q8 /
+/// STRATA_GR_FUSED: -DHCF_W = the Q8_0 copy or the stored type of W_down / W_up, -DHCF_INJ).
+pub const HC_FAST: KernelSource = source_with!("hc_fast", ["addr"]);
 /// Mixture-of-experts routing (softmax, top-k, renormalised weights), row gather, recombination.
 pub const MOE: KernelSource = source_with!("moe", ["addr"]);
 /// Gated attention: the q projection split into q and gate, att * sigmoid(gate).
@@ -141,6 +144,7 @@ pub const ALL: &[&KernelSource] = &[
     &GLU_Q8,
     &ROPE_KV,
     &HC,
+    &HC_FAST,
     &MOE,
     &GATED_ATTN,
 ];
