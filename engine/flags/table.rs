@@ -267,4 +267,8 @@ pub const FLAGS: &[Flag] = &[
         crate::paths::GEMMA3_ENV,
         "Gemma 3 270M as `make setup` installed it",
     ),
+    setup_model(
+        crate::paths::SMOLLM2_HC_ENV,
+        "SmolLM2 converted to hyper-connection streams (strata-hc-llama) by `make setup`",
+    ),
 ];

@@ -108,13 +108,21 @@ fn applicability_says_why_not() {
         cpu_device: Some(cpu),
     };
     let f = |n| get(n).expect("declared");
-    // hyper-connections: no architecture of this engine has them yet
+    // hyper-connections: the architectures with streams only
     let hc = f("STRATA_HC_Q8").applies(&facts(&dense, true)).unwrap_err();
     assert!(
-        hc.contains("qwen4exp") && hc.contains("does not run"),
+        hc.contains("qwen4exp") && hc.contains("strata-hc-llama") && hc.contains("only"),
         "{hc}"
     );
-    assert!(f("STRATA_GR_FUSED").applies(&Facts::default()).is_err());
+    for arch in ["qwen4exp", "strata-hc-llama"] {
+        let on = Facts {
+            arch: Some(arch),
+            ..facts(&dense, true)
+        };
+        assert!(f("STRATA_GR_FUSED").applies(&on).is_ok(), "{arch}");
+    }
+    // (unknown facts are taken to fit)
+    assert!(f("STRATA_GR_FUSED").applies(&Facts::default()).is_ok());
     // formats
     let vnni = f("STRATA_VNNI");
     assert!(vnni.applies(&facts(&dense, true)).is_ok());
