@@ -15,6 +15,6 @@ pub mod reference;
 pub mod sampling;
 pub mod server;
 pub mod spec;
-pub mod synth;
 pub mod sycl;
+pub mod synth;
 pub mod tokenizer;
