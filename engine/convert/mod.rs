@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::gguf::Gguf;
-use crate::synth::Sha256;
+use crate::synth::{Hashing, Sha256};
+pub use crate::synth::Written;
 
 pub use crate::gguf::HC_LLAMA_ARCH;
 pub use hc::{build as build_hc, Perturb};
@@ -103,32 +104,6 @@ impl HcOptions {
             }
         }
         Ok(())
-    }
-}
-
-/// What `write_hc` wrote.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Written {
-    pub bytes: u64,
-    pub tensors: usize,
-    /// Lowercase hex SHA-256 of the file.
-    pub sha256: String,
-}
-
-/// Forwards writes and hashes them on the way.
-struct Hashing<W: Write> {
-    inner: W,
-    hash: Sha256,
-}
-
-impl<W: Write> Write for Hashing<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hash.update(&buf[..n]);
-        Ok(n)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
     }
 }
 

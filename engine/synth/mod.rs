@@ -45,7 +45,7 @@ pub enum SynthError {
     },
 }
 
-/// What `write_file` wrote.
+/// What `write_file` (and `convert::write_hc`) wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Written {
     pub bytes: u64,
@@ -54,10 +54,10 @@ pub struct Written {
     pub sha256: String,
 }
 
-/// Forwards writes and hashes them on the way.
-struct Hashing<W: Write> {
-    inner: W,
-    hash: Sha256,
+/// Forwards writes and hashes them on the way (the synthetic writer's and the converter's).
+pub(crate) struct Hashing<W: Write> {
+    pub(crate) inner: W,
+    pub(crate) hash: Sha256,
 }
 
 impl<W: Write> Write for Hashing<W> {
