@@ -5,7 +5,9 @@
 use super::matmul_tile::MatmulTile;
 use super::vnni;
 use crate::quant::{self, type_id, QuantError};
-use crate::sycl::kernels::{MATMUL, MMVQ, MMVQ_KTILED, MMVQ_TILED, MMVQ_VNNI};
+use crate::sycl::kernels::{
+    matmul_grids, mmvq_grids, MATMUL, MMVQ, MMVQ_KTILED, MMVQ_TILED, MMVQ_VNNI,
+};
 use crate::sycl::{Context, DeviceBuffer, Kernel, Store, SyclError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -55,6 +57,14 @@ pub fn cfg_name(type_id: u32) -> Option<&'static str> {
         type_id::IQ4_XS => "IQ4_XS",
         _ => return None,
     })
+}
+
+/// Whether the format decodes through ggml's i-quant lookup tables (engine/quant/grids.rs): its
+/// mmvq / matmul come from `mmvq_grids` / `matmul_grids` (the tables + qformats_iq.hpp) instead
+/// of `MMVQ` / `MATMUL`, which stay byte-identical for every other format.
+pub fn uses_grids(type_id: u32) -> bool {
+    cfg_name(type_id)
+        .is_some_and(|n| n.starts_with("IQ1") || n.starts_with("IQ2") || n.starts_with("IQ3"))
 }
 
 /// Elements per kernel block: the format's block, and 32 for the float types (the kernels
@@ -497,6 +507,10 @@ impl MatrixKernels {
         })?;
         let opt = format!("-DCFG_FMT_{name}");
         let (src, kname) = match family {
+            Family::Mmvq if uses_grids(type_id) => (mmvq_grids(), "mmvq"),
+            Family::Matmul | Family::MatmulTiled if uses_grids(type_id) => {
+                (matmul_grids(), "matmul")
+            }
             Family::Mmvq => (&MMVQ, "mmvq"),
             Family::Matmul | Family::MatmulTiled => (&MATMUL, "matmul"),
             Family::MmvqTiled(_) | Family::MmvqTiledPre(_) => (&MMVQ_TILED, "mmvq_tiled"),

@@ -11,6 +11,7 @@ use thiserror::Error;
 pub mod bf16;
 pub mod f16;
 pub mod f32;
+pub mod grids;
 pub mod iq4_xs;
 pub mod q4_0;
 pub mod q4_1;
@@ -88,6 +89,10 @@ pub enum QuantError {
     },
     #[error("ggml type id {0} is not supported by strata (known: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_XS)")]
     UnsupportedType(u32),
+    /// The i-quants' encoders search grids under an importance matrix (llama.cpp's
+    /// `llama-quantize --imatrix`); strata reads these formats but does not write them.
+    #[error("{format}: strata does not quantize into this i-quant (its encoder needs an importance matrix); make the file with llama.cpp's llama-quantize --imatrix")]
+    NoQuantizer { format: &'static str },
 }
 
 /// Marker for block structs that may be read from / written to raw bytes.

@@ -104,6 +104,48 @@ pub const MATMUL: KernelSource = KernelSource {
         include_str!("../../sycl/kernels/matmul.cpp")
     ),
 };
+/// `mmvq` and `matmul` for the formats that decode through ggml's lookup tables (the i-quants
+/// IQ2_XXS ... IQ1_M: `qmatrix::uses_grids`): the tables of engine/quant/grids.rs (the single
+/// copy, from engine/quant/grids/*.bin) as `static const` C arrays, then `qformats_iq.hpp` in
+/// place of `qformats.hpp`, then the kernel file. Built once per process (the text is leaked
+/// into a `&'static str`); `MMVQ` and `MATMUL` stay byte-identical, so the default formats'
+/// module keys and cached binaries do not move. See docs/quant.md, "i-quant grid tables".
+pub fn mmvq_grids() -> &'static KernelSource {
+    static S: std::sync::OnceLock<KernelSource> = std::sync::OnceLock::new();
+    S.get_or_init(|| KernelSource {
+        name: "mmvq_grids",
+        file: "sycl/kernels/mmvq.cpp (+ grids.rs tables, qformats_iq.hpp)",
+        text: with_grids(&[include_str!("../../sycl/kernels/mmvq.cpp")]),
+    })
+}
+
+/// `matmul` for the grid formats (see `mmvq_grids`); `untile.hpp` as in `MATMUL` (it is only
+/// active under -DCFG_TILED, which these formats never get: they have no tiled copy).
+pub fn matmul_grids() -> &'static KernelSource {
+    static S: std::sync::OnceLock<KernelSource> = std::sync::OnceLock::new();
+    S.get_or_init(|| KernelSource {
+        name: "matmul_grids",
+        file: "sycl/kernels/matmul.cpp (+ grids.rs tables, qformats_iq.hpp untile.hpp)",
+        text: with_grids(&[
+            include_str!("../../sycl/kernels/untile.hpp"),
+            include_str!("../../sycl/kernels/matmul.cpp"),
+        ]),
+    })
+}
+
+/// The grid tables, `qformats_iq.hpp`, then `parts`, as one leaked string (built once per
+/// source by the OnceLocks above, so the leak is bounded: two strings per process).
+fn with_grids(parts: &[&str]) -> &'static str {
+    let mut text = crate::quant::grids::c_tables();
+    text.push('\n');
+    text.push_str(include_str!("../../sycl/kernels/qformats_iq.hpp"));
+    for p in parts {
+        text.push('\n');
+        text.push_str(p);
+    }
+    Box::leak(text.into_boxed_str())
+}
+
 /// The opt-in KREG mmvq family (STRATA_MMVQ_KREG=1), self-contained: engine/kernels/mmvq_kreg.rs.
 pub const MMVQ_KREG: KernelSource = source!("mmvq_kreg");
 /// mmvq on weights repacked one lane per row (engine/kernels/tiled.rs); with -DCFG_NORM_TAIL
