@@ -175,6 +175,9 @@ fn gemma3_every_tensor_matches_gguf_py() {
 fn f16_fields(tid: u32) -> &'static [usize] {
     match tid {
         type_id::Q4_0 | type_id::Q5_0 | type_id::Q8_0 | type_id::IQ4_XS => &[0],
+        type_id::IQ4_NL => &[0],
+        type_id::Q2_K => &[80, 82],
+        type_id::Q3_K => &[108],
         type_id::Q4_1 | type_id::Q5_1 | type_id::Q4_K | type_id::Q5_K => &[0, 2],
         type_id::Q6_K => &[208],
         _ => &[],
@@ -243,6 +246,9 @@ fn random_blocks_of_every_format_match_gguf_py() {
         type_id::Q5_K,
         type_id::Q6_K,
         type_id::IQ4_XS,
+        type_id::Q2_K,
+        type_id::Q3_K,
+        type_id::IQ4_NL,
     ];
     let mut stats: BTreeMap<String, Stats> = BTreeMap::new();
     for tid in types {

@@ -41,7 +41,7 @@ pub fn sub_scale(b: &BlockIq4Xs, s: usize) -> i32 {
 
 /// Index of the codebook level nearest to `v` (lower index on ties).
 #[inline]
-fn nearest_level(v: f32) -> u8 {
+pub(crate) fn nearest_level(v: f32) -> u8 {
     let mut best = 0u8;
     let mut err = f32::INFINITY;
     for (i, &k) in KVALUES_IQ4NL.iter().enumerate() {

@@ -12,7 +12,10 @@ pub mod bf16;
 pub mod f16;
 pub mod f32;
 pub mod grids;
+pub mod iq4_nl;
 pub mod iq4_xs;
+pub mod q2_k;
+pub mod q3_k;
 pub mod q4_0;
 pub mod q4_1;
 pub mod q4_k;
@@ -27,7 +30,10 @@ pub mod q8_k;
 pub use bf16::Bf16;
 pub use f16::F16;
 pub use f32::F32;
+pub use iq4_nl::{BlockIq4Nl, Iq4Nl};
 pub use iq4_xs::{BlockIq4Xs, Iq4Xs, KVALUES_IQ4NL};
+pub use q2_k::{BlockQ2K, Q2K};
+pub use q3_k::{BlockQ3K, Q3K};
 pub use q4_0::{BlockQ4_0, Q4_0};
 pub use q4_1::{BlockQ4_1, Q4_1};
 pub use q4_k::{BlockQ4K, Q4K};
@@ -58,10 +64,13 @@ pub mod type_id {
     pub const Q5_1: u32 = 7;
     pub const Q8_0: u32 = 8;
     pub const Q8_1: u32 = 9;
+    pub const Q2_K: u32 = 10;
+    pub const Q3_K: u32 = 11;
     pub const Q4_K: u32 = 12;
     pub const Q5_K: u32 = 13;
     pub const Q6_K: u32 = 14;
     pub const Q8_K: u32 = 15;
+    pub const IQ4_NL: u32 = 20;
     pub const IQ4_XS: u32 = 23;
     pub const BF16: u32 = 30;
 }
@@ -87,7 +96,7 @@ pub enum QuantError {
         expected: usize,
         got: usize,
     },
-    #[error("ggml type id {0} is not supported by strata (known: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_XS)")]
+    #[error("ggml type id {0} is not supported by strata (known: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS)")]
     UnsupportedType(u32),
     /// The i-quants' encoders search grids under an importance matrix (llama.cpp's
     /// `llama-quantize --imatrix`); strata reads these formats but does not write them.
@@ -324,10 +333,13 @@ macro_rules! dispatch {
             type_id::Q5_1 => $m!(Q5_1),
             type_id::Q8_0 => $m!(Q8_0),
             type_id::Q8_1 => $m!(Q8_1),
+            type_id::Q2_K => $m!(Q2K),
+            type_id::Q3_K => $m!(Q3K),
             type_id::Q4_K => $m!(Q4K),
             type_id::Q5_K => $m!(Q5K),
             type_id::Q6_K => $m!(Q6K),
             type_id::Q8_K => $m!(Q8K),
+            type_id::IQ4_NL => $m!(Iq4Nl),
             type_id::IQ4_XS => $m!(Iq4Xs),
             other => Err(QuantError::UnsupportedType(other)),
         }
