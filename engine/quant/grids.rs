@@ -34,9 +34,7 @@ impl Table {
     /// Element `i` as an unsigned integer (little-endian bytes).
     pub fn get(&self, i: usize) -> u64 {
         let b = &self.bytes[i * self.elem_bytes..(i + 1) * self.elem_bytes];
-        b.iter()
-            .rev()
-            .fold(0u64, |v, &byte| (v << 8) | byte as u64)
+        b.iter().rev().fold(0u64, |v, &byte| (v << 8) | byte as u64)
     }
 }
 
@@ -203,6 +201,28 @@ pub fn grid4(entry: u32, j: usize) -> u8 {
     (entry >> (8 * j)) as u8
 }
 
+/// ggml's `(signs & kmask_iq2xs[j] ? -1.f : 1.f)`: the factor the i-quant dequantizers
+/// multiply magnitude j (0..8) of a group by (multiplied, not negated, as ggml does, so even a
+/// NaN scale gives ggml's bits).
+#[inline]
+pub fn sign_f32(signs: u8, j: usize) -> f32 {
+    if signs & KMASK_IQ2XS[j] != 0 {
+        -1.0
+    } else {
+        1.0
+    }
+}
+
+/// The integer form of `sign_f32`, for the dots against quantized activations.
+#[inline]
+pub fn sign_i32(signs: u8, j: usize) -> i32 {
+    if signs & KMASK_IQ2XS[j] != 0 {
+        -1
+    } else {
+        1
+    }
+}
+
 /// Every table as `static const` C arrays, for the SYCL kernels (engine/sycl/kernels.rs
 /// prepends this before qformats.hpp for the i-quant formats); defines `KQ_GRIDS` so the
 /// i-quant decoders can insist on it.
@@ -229,6 +249,26 @@ pub fn c_tables() -> String {
         s.push_str("\n};\n");
     }
     s
+}
+
+/// `n` random blocks of `block_bytes` with a sane f16 scale at byte `d_at` (|d| in about
+/// [2^-14, 2^-4], either sign): every bit pattern of the rest is a valid i-quant block, so these
+/// exercise every grid index, sign pattern and sub-block scale (tests and kernel parity).
+pub fn random_blocks(
+    rng: &mut impl rand::Rng,
+    n: usize,
+    block_bytes: usize,
+    d_at: usize,
+) -> Vec<u8> {
+    let mut b = vec![0u8; n * block_bytes];
+    rng.fill_bytes(&mut b);
+    for blk in b.chunks_exact_mut(block_bytes) {
+        // f16 exponent field 1..=11 (2^-14 .. 2^-4), any mantissa and sign
+        let e: u16 = rng.gen_range(1..=11);
+        let bits = (rng.gen::<u16>() & 0x83ff) | (e << 10);
+        blk[d_at..d_at + 2].copy_from_slice(&bits.to_le_bytes());
+    }
+    b
 }
 
 #[cfg(test)]
@@ -269,7 +309,10 @@ mod tests {
         }
         // the magnitude sets of each grid (bytes of every entry)
         let bytes64 = |g: &[u64]| -> Vec<u8> {
-            let mut v: Vec<u8> = g.iter().flat_map(|&e| (0..8).map(move |j| grid8(e, j))).collect();
+            let mut v: Vec<u8> = g
+                .iter()
+                .flat_map(|&e| (0..8).map(move |j| grid8(e, j)))
+                .collect();
             v.sort();
             v.dedup();
             v
@@ -279,7 +322,10 @@ mod tests {
         assert_eq!(bytes64(&IQ2S_GRID), vec![0x08, 0x19, 0x2b]);
         assert_eq!(bytes64(&IQ1S_GRID), vec![0x00, 0x01, 0xff]);
         let bytes32 = |g: &[u32]| -> Vec<u8> {
-            let mut v: Vec<u8> = g.iter().flat_map(|&e| (0..4).map(move |j| grid4(e, j))).collect();
+            let mut v: Vec<u8> = g
+                .iter()
+                .flat_map(|&e| (0..4).map(move |j| grid4(e, j)))
+                .collect();
             v.sort();
             v.dedup();
             v

@@ -12,6 +12,10 @@ pub mod bf16;
 pub mod f16;
 pub mod f32;
 pub mod grids;
+pub mod iq2_xs;
+pub mod iq2_xxs;
+pub mod iq3_s;
+pub mod iq3_xxs;
 pub mod iq4_nl;
 pub mod iq4_xs;
 pub mod q2_k;
@@ -30,6 +34,10 @@ pub mod q8_k;
 pub use bf16::Bf16;
 pub use f16::F16;
 pub use f32::F32;
+pub use iq2_xs::{BlockIq2Xs, Iq2Xs};
+pub use iq2_xxs::{BlockIq2Xxs, Iq2Xxs};
+pub use iq3_s::{BlockIq3S, Iq3S};
+pub use iq3_xxs::{BlockIq3Xxs, Iq3Xxs};
 pub use iq4_nl::{BlockIq4Nl, Iq4Nl};
 pub use iq4_xs::{BlockIq4Xs, Iq4Xs, KVALUES_IQ4NL};
 pub use q2_k::{BlockQ2K, Q2K};
@@ -70,7 +78,11 @@ pub mod type_id {
     pub const Q5_K: u32 = 13;
     pub const Q6_K: u32 = 14;
     pub const Q8_K: u32 = 15;
+    pub const IQ2_XXS: u32 = 16;
+    pub const IQ2_XS: u32 = 17;
+    pub const IQ3_XXS: u32 = 18;
     pub const IQ4_NL: u32 = 20;
+    pub const IQ3_S: u32 = 21;
     pub const IQ4_XS: u32 = 23;
     pub const BF16: u32 = 30;
 }
@@ -96,7 +108,7 @@ pub enum QuantError {
         expected: usize,
         got: usize,
     },
-    #[error("ggml type id {0} is not supported by strata (known: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS)")]
+    #[error("ggml type id {0} is not supported by strata (known: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS)")]
     UnsupportedType(u32),
     /// The i-quants' encoders search grids under an importance matrix (llama.cpp's
     /// `llama-quantize --imatrix`); strata reads these formats but does not write them.
@@ -340,6 +352,10 @@ macro_rules! dispatch {
             type_id::Q6_K => $m!(Q6K),
             type_id::Q8_K => $m!(Q8K),
             type_id::IQ4_NL => $m!(Iq4Nl),
+            type_id::IQ2_XXS => $m!(Iq2Xxs),
+            type_id::IQ2_XS => $m!(Iq2Xs),
+            type_id::IQ3_XXS => $m!(Iq3Xxs),
+            type_id::IQ3_S => $m!(Iq3S),
             type_id::IQ4_XS => $m!(Iq4Xs),
             other => Err(QuantError::UnsupportedType(other)),
         }
