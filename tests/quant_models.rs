@@ -180,6 +180,7 @@ fn f16_fields(tid: u32) -> &'static [usize] {
         type_id::Q3_K => &[108],
         type_id::Q4_1 | type_id::Q5_1 | type_id::Q4_K | type_id::Q5_K => &[0, 2],
         type_id::Q6_K => &[208],
+        type_id::IQ2_XXS | type_id::IQ2_XS | type_id::IQ3_XXS | type_id::IQ3_S => &[0],
         _ => &[],
     }
 }
@@ -246,6 +247,10 @@ fn random_blocks_of_every_format_match_gguf_py() {
         type_id::Q5_K,
         type_id::Q6_K,
         type_id::IQ4_XS,
+        type_id::IQ2_XXS,
+        type_id::IQ2_XS,
+        type_id::IQ3_XXS,
+        type_id::IQ3_S,
         type_id::Q2_K,
         type_id::Q3_K,
         type_id::IQ4_NL,
