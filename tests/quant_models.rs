@@ -180,6 +180,7 @@ fn f16_fields(tid: u32) -> &'static [usize] {
         type_id::Q3_K => &[108],
         type_id::Q4_1 | type_id::Q5_1 | type_id::Q4_K | type_id::Q5_K => &[0, 2],
         type_id::Q6_K => &[208],
+        type_id::IQ2_S | type_id::IQ1_S => &[0],
         type_id::IQ2_XXS | type_id::IQ2_XS | type_id::IQ3_XXS | type_id::IQ3_S => &[0],
         _ => &[],
     }
@@ -194,6 +195,16 @@ fn random_blocks(rng: &mut StdRng, tid: u32, n_blocks: usize) -> Vec<u8> {
             let mag = 2f32.powf(rng.gen_range(-14.0..4.0));
             let v = if rng.gen() { mag } else { -mag };
             blk[off..off + 2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
+        }
+        if tid == type_id::IQ1_M {
+            // IQ1_M's f16 scale is the top nibbles of the four u16 scale words (bytes 48..56)
+            let d = half::f16::from_f32(2f32.powf(rng.gen_range(-14.0..4.0))).to_bits();
+            for k in 0..4 {
+                let at = 48 + 2 * k;
+                let w = u16::from_le_bytes([blk[at], blk[at + 1]]) & 0x0FFF;
+                let w = w | ((d >> (4 * k)) & 0xF) << 12;
+                blk[at..at + 2].copy_from_slice(&w.to_le_bytes());
+            }
         }
     }
     bytes
@@ -247,6 +258,9 @@ fn random_blocks_of_every_format_match_gguf_py() {
         type_id::Q5_K,
         type_id::Q6_K,
         type_id::IQ4_XS,
+        type_id::IQ2_S,
+        type_id::IQ1_S,
+        type_id::IQ1_M,
         type_id::IQ2_XXS,
         type_id::IQ2_XS,
         type_id::IQ3_XXS,
@@ -283,6 +297,44 @@ fn random_blocks_of_every_format_match_gguf_py() {
     s.add_le(&ours, &theirs);
     print_table("random blocks vs gguf-py:", &stats);
     assert_bitwise(&stats, "random blocks");
+}
+
+/// Excerpts of real llama-quantize output (tests/data/quant/<model>-<file type>.<tensor>.<rows>.
+/// <TYPE>.raw: a few rows' GGUF bytes, cut by scripts/quant_excerpt.py, see
+/// tests/data/quant/README.md) decode bitwise as gguf-py decodes them.
+#[test]
+fn real_excerpts_match_gguf_py() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = strata::paths::project_root().join("tests/data/quant");
+    let mut stats: BTreeMap<String, Stats> = BTreeMap::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&data)
+        .expect("tests/data/quant")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "raw"))
+        .collect();
+    files.sort();
+    for path in files {
+        let stem = path.file_stem().unwrap().to_string_lossy().to_string();
+        let name = stem.rsplit('.').next().unwrap();
+        let tid = (0..64u32)
+            .find(|&t| quant::type_name(t).is_ok_and(|n| n == name))
+            .unwrap_or_else(|| panic!("{}: no ggml type {name}", path.display()));
+        let raw = std::fs::read(&path).unwrap();
+        let mut ours = vec![0f32; quant::values_in(tid, raw.len()).unwrap()];
+        quant::dequantize_by_type(tid, &raw, &mut ours).unwrap();
+        let theirs = gguf_py_dequantize(dir.path(), name, &raw);
+        assert_eq!(theirs.len(), ours.len() * 4, "{stem}: value count");
+        // not all zero: the excerpt holds real weights
+        assert!(ours.iter().any(|&v| v != 0.0), "{stem}: all zero");
+        let s = stats.entry(name.to_string()).or_default();
+        s.tensors += 1;
+        s.add_le(&ours, &theirs);
+    }
+    print_table("real excerpts (tests/data/quant) vs gguf-py:", &stats);
+    for t in ["IQ2_S", "IQ1_S", "IQ1_M"] {
+        assert!(stats.contains_key(t), "tests/data/quant should hold a {t} excerpt");
+    }
+    assert_bitwise(&stats, "real excerpts");
 }
 
 #[test]

@@ -12,6 +12,9 @@ pub mod bf16;
 pub mod f16;
 pub mod f32;
 pub mod grids;
+pub mod iq1_m;
+pub mod iq1_s;
+pub mod iq2_s;
 pub mod iq2_xs;
 pub mod iq2_xxs;
 pub mod iq3_s;
@@ -34,6 +37,9 @@ pub mod q8_k;
 pub use bf16::Bf16;
 pub use f16::F16;
 pub use f32::F32;
+pub use iq1_m::{BlockIq1M, Iq1M};
+pub use iq1_s::{BlockIq1S, Iq1S};
+pub use iq2_s::{BlockIq2S, Iq2S};
 pub use iq2_xs::{BlockIq2Xs, Iq2Xs};
 pub use iq2_xxs::{BlockIq2Xxs, Iq2Xxs};
 pub use iq3_s::{BlockIq3S, Iq3S};
@@ -81,9 +87,12 @@ pub mod type_id {
     pub const IQ2_XXS: u32 = 16;
     pub const IQ2_XS: u32 = 17;
     pub const IQ3_XXS: u32 = 18;
+    pub const IQ1_S: u32 = 19;
     pub const IQ4_NL: u32 = 20;
     pub const IQ3_S: u32 = 21;
+    pub const IQ2_S: u32 = 22;
     pub const IQ4_XS: u32 = 23;
+    pub const IQ1_M: u32 = 29;
     pub const BF16: u32 = 30;
 }
 
@@ -108,7 +117,7 @@ pub enum QuantError {
         expected: usize,
         got: usize,
     },
-    #[error("ggml type id {0} is not supported by strata (known: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS)")]
+    #[error("ggml type id {0} is not supported by strata (known: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS)")]
     UnsupportedType(u32),
     /// The i-quants' encoders search grids under an importance matrix (llama.cpp's
     /// `llama-quantize --imatrix`); strata reads these formats but does not write them.
@@ -352,6 +361,9 @@ macro_rules! dispatch {
             type_id::Q6_K => $m!(Q6K),
             type_id::Q8_K => $m!(Q8K),
             type_id::IQ4_NL => $m!(Iq4Nl),
+            type_id::IQ1_S => $m!(Iq1S),
+            type_id::IQ1_M => $m!(Iq1M),
+            type_id::IQ2_S => $m!(Iq2S),
             type_id::IQ2_XXS => $m!(Iq2Xxs),
             type_id::IQ2_XS => $m!(Iq2Xs),
             type_id::IQ3_XXS => $m!(Iq3Xxs),
