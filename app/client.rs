@@ -24,6 +24,12 @@ pub struct Spawn {
     pub args: Vec<String>,
     /// Kernel flags: `true` sets `NAME=1`, `false` removes `NAME` from the child's environment.
     pub flags: BTreeMap<String, bool>,
+    /// Other engine variables set to these values (an A/B of the planner's switches, e.g.
+    /// `STRATA_FUSED=0`); applied after `flags`.
+    pub env: BTreeMap<String, String>,
+    /// Every line the engine writes on stderr is also sent here (`strata ab` records the flag
+    /// latch lines); None: stderr goes to the log only.
+    pub stderr: Option<mpsc::UnboundedSender<String>>,
     /// Silence on stdout this long while a request is outstanding counts as a hang.
     pub hang_timeout: Duration,
     pub backoff: Backoff,
@@ -39,6 +45,8 @@ impl Spawn {
             program,
             args: vec!["engine".into()],
             flags,
+            env: BTreeMap::new(),
+            stderr: None,
             hang_timeout: Duration::from_secs(30),
             backoff: Backoff::default(),
         })
@@ -196,7 +204,10 @@ impl Outstanding {
                 self.generating.insert(g.id);
             }
             // a count is answered by the worker between generations (no hang watch of its own)
-            Request::Cancel { .. } | Request::Shutdown {} | Request::Count(_) => {}
+            Request::Cancel { .. }
+            | Request::Shutdown {}
+            | Request::Count(_)
+            | Request::Ids { .. } => {}
         }
     }
 
@@ -580,6 +591,9 @@ fn spawn_child(spawn: &Spawn) -> anyhow::Result<Running> {
             cmd.env_remove(name);
         }
     }
+    for (name, value) in &spawn.env {
+        cmd.env(name, value);
+    }
     let mut child = cmd.spawn().map_err(|e| {
         anyhow::anyhow!("{} {}: {e}", spawn.program.display(), spawn.args.join(" "))
     })?;
@@ -602,10 +616,15 @@ fn spawn_child(spawn: &Spawn) -> anyhow::Result<Running> {
     });
     let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
     let tail = stderr_tail.clone();
+    let copy = spawn.stderr.clone();
     tokio::spawn(async move {
         let mut rd = BufReader::new(stderr).lines();
         while let Ok(Some(line)) = rd.next_line().await {
             tracing::info!(target: "engine", "{line}");
+            if let Some(c) = &copy {
+                // a receiver that is gone no longer wants the lines; the log still gets them
+                let _ = c.send(line.clone());
+            }
             let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
             if t.len() == 20 {
                 t.pop_front();

@@ -1,6 +1,7 @@
 //! The `strata` binary: the TUI (no subcommand), the engine process (`strata engine`), and the
 //! command-line tools.
 
+mod ab;
 mod client;
 mod cmd;
 mod history;
@@ -51,6 +52,9 @@ enum Command {
     Parity(cmd::parity::Args),
     /// Write a synthetic qwen4exp GGUF (seeded random weights) at any geometry.
     Synth(cmd::synth::Args),
+    /// A/B of engine flags: the same prompts under two or more flag sets, each in its own engine,
+    /// interleaved over rounds; per-window ms, tok/s, drafts, output identity, NLL; a report.
+    Ab(cmd::ab::Args),
     /// Convert a model to another architecture (`--to hc`: SmolLM2 with hyper-connection streams).
     Convert(cmd::convert::Args),
 }
@@ -71,6 +75,7 @@ fn main() {
         Some(Command::Flags(a)) => cmd::flags::run(a),
         Some(Command::Synth(a)) => cmd::synth::run(a),
         Some(Command::Convert(a)) => cmd::convert::run(a),
+        Some(Command::Ab(a)) => cmd::ab::run(a),
         None => tui::run(tui::Options {
             preset: cli.preset,
             resume: cli.resume,

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use strata::protocol::{DeviceSplit, Load, Sampling};
 use toml::Spanned;
 
+use crate::ab::spec::AbSection;
 use crate::tui::flags;
 
 /// Shipped presets: (name, TOML text).
@@ -42,6 +43,8 @@ pub struct Preset {
     pub base_model: bool,
     /// Where it came from: "shipped" or the file path.
     pub source: String,
+    /// The `[ab]` section: arms and run defaults for `strata ab --preset NAME` (app/ab/).
+    pub ab: Option<AbSection>,
 }
 
 /// A preset file that could not be used.
@@ -89,6 +92,7 @@ struct RawPreset {
     devices: RawDevices,
     #[serde(default)]
     flags: BTreeMap<Spanned<String>, bool>,
+    ab: Option<Spanned<AbSection>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -244,6 +248,12 @@ impl Preset {
             }
             flag_map.insert(k.get_ref().clone(), *v);
         }
+        // the arms are checked here, so a bad [ab] is this file's error (with its line)
+        if let Some(ab) = &raw.ab {
+            ab.get_ref()
+                .arms(&[])
+                .map_err(|e| c.err(ab.span(), format!("[ab]: {e}")))?;
+        }
         Ok(Preset {
             name: name.to_string(),
             description: raw.description,
@@ -265,6 +275,7 @@ impl Preset {
             system_prompt: raw.system_prompt,
             base_model: raw.base_model,
             source: file.to_string(),
+            ab: raw.ab.map(Spanned::into_inner),
         })
     }
 
@@ -282,6 +293,7 @@ impl Preset {
             system_prompt: String::new(),
             base_model: false,
             source: "built-in".into(),
+            ab: None,
         }
     }
 

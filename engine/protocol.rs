@@ -17,10 +17,18 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub enum Request {
     Load(Load),
     Generate(Generate),
-    Cancel { id: u64 },
+    Cancel {
+        id: u64,
+    },
     Stats {},
     Shutdown {},
     Count(Count),
+    /// The token ids of the last finished `generate` (its prompt as it ran, its reply), for
+    /// an A/B that checks both arms ran the same prompt and finds where their replies part.
+    /// Answered by one `ids` event (or `error{id}` when `id` is not the last finished turn).
+    Ids {
+        id: u64,
+    },
 }
 
 /// Load a model (replacing any loaded one). Answered by `progress`* then `loaded` or `error`.
@@ -152,6 +160,7 @@ pub enum Event {
     Devices(Devices),
     Error(EngineError),
     Context(Context),
+    Ids(Ids),
     /// An event type this build does not know (sent by a newer engine); ignored by the app.
     #[serde(other)]
     Unknown,
@@ -235,6 +244,17 @@ pub struct Context {
     /// message leave less than `reserve` free: `prompt_tokens` is then that smallest prompt,
     /// and a `generate` is refused (`error` + `turn{stop: "error"}`).
     pub fits: bool,
+}
+
+/// The answer to `ids`: the token ids of generation `id` (the last finished one).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Ids {
+    pub id: u64,
+    /// The prompt as it ran: template applied, older messages dropped (`context.prompt_tokens`
+    /// of them).
+    pub prompt: Vec<u32>,
+    /// The reply's tokens in order, a stop token included when one ended it.
+    pub reply: Vec<u32>,
 }
 
 /// End of a `generate`: exactly one per request, whatever happened.
@@ -438,6 +458,7 @@ mod tests {
                 max_tokens: Some(64),
                 parse_special: false,
             }),
+            Request::Ids { id: 8 },
         ];
         for r in reqs {
             let line = r.to_line();

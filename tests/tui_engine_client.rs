@@ -40,6 +40,8 @@ fn spawn(on: &[&str]) -> Spawn {
         program: env!("CARGO_BIN_EXE_strata").into(),
         args: vec!["engine".into()],
         flags: flags(on),
+        env: Default::default(),
+        stderr: None,
         hang_timeout: Duration::from_secs(60),
         backoff: Backoff::new(Duration::from_millis(200), 3),
     }

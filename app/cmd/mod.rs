@@ -1,4 +1,5 @@
 //! One file per subcommand: its clap `Args` and its `run` (`common`: what they share).
+pub mod ab;
 pub mod bench;
 pub mod common;
 pub mod convert;
@@ -7,6 +8,7 @@ pub mod engine;
 pub mod engine_args;
 pub mod flags;
 pub mod inspect;
+pub mod kld;
 pub mod nll;
 pub mod parity;
 pub mod run;

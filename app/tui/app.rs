@@ -497,7 +497,8 @@ impl App {
                 };
                 self.notify(Level::Error, text);
             }
-            Event::Unknown => {}
+            // asked for by `strata ab` only
+            Event::Ids(_) | Event::Unknown => {}
         }
         Vec::new()
     }

@@ -18,8 +18,8 @@ use super::out::Out;
 use super::session::Session;
 use crate::generate::{GenSink, GenerateConfig, StopReason, TokenText, TurnStats, WindowStats};
 use crate::protocol::{
-    reply_reserve, ChatMessage as Message, Context, Count, Event, Generate, Role, Sampling, Stop,
-    Token, Turn, Window,
+    reply_reserve, ChatMessage as Message, Context, Count, Event, Generate, Ids, Role, Sampling,
+    Stop, Token, Turn, Window,
 };
 use crate::sampling::SamplingParams;
 use crate::spec::MAX_DRAFT;
@@ -140,11 +140,12 @@ impl GenSink for Sink<'_> {
     }
 }
 
-/// Runs one generation to its end, emitting everything including the `turn` (not `devices`).
-/// Errors become an `error` event with the id followed by `turn{stop: "error"}`.
-pub fn generate(s: &mut Session, job: &GenJob, out: &Out) -> Turn {
+/// Runs one generation to its end, emitting everything but the `turn` (returned, with the
+/// turn's token ids for `ids`) and `devices`. Errors become an `error` event with the id (the
+/// caller then sends `turn{stop: "error"}`).
+pub fn generate(s: &mut Session, job: &GenJob, out: &Out) -> (Turn, Option<Ids>) {
     match run(s, job, out) {
-        Ok(t) => t,
+        Ok((t, ids)) => (t, Some(ids)),
         Err(message) => {
             eprintln!("strata engine: generate {}: {message}", job.req.id);
             out.emit(&Event::Error(crate::protocol::EngineError {
@@ -152,7 +153,7 @@ pub fn generate(s: &mut Session, job: &GenJob, out: &Out) -> Turn {
                 message,
                 fatal: false,
             }));
-            failed_turn(job.req.id)
+            (failed_turn(job.req.id), None)
         }
     }
 }
@@ -257,7 +258,7 @@ pub fn count(s: Option<&Session>, c: &Count, out: &Out) {
     out.emit(&context_event(c.id, &p, s.gen.engine().n_ctx()));
 }
 
-fn run(s: &mut Session, job: &GenJob, out: &Out) -> Result<Turn, String> {
+fn run(s: &mut Session, job: &GenJob, out: &Out) -> Result<(Turn, Ids), String> {
     let req = &job.req;
     let mut spec = req.spec.unwrap_or(s.load.spec) as usize;
     if spec > MAX_DRAFT {
@@ -307,5 +308,10 @@ fn run(s: &mut Session, job: &GenJob, out: &Out) -> Result<Turn, String> {
         .gen
         .generate(prompt, &cfg, &mut dec, &mut sink, cancel)
         .map_err(|e| e.to_string())?;
-    Ok(turn(req.id, &stats, queued_ms, p.dropped, n_ctx))
+    let ids = Ids {
+        id: req.id,
+        prompt: p.tokens.clone(),
+        reply: stats.tokens.clone(),
+    };
+    Ok((turn(req.id, &stats, queued_ms, p.dropped, n_ctx), ids))
 }

@@ -12,7 +12,7 @@ pub mod out;
 pub mod session;
 
 use crate::protocol::{
-    decode_request, Devices, EngineError, Event, Hello, Request, Sampling, PROTOCOL_VERSION,
+    decode_request, Devices, EngineError, Event, Hello, Ids, Request, Sampling, PROTOCOL_VERSION,
 };
 use decode::{failed_turn, GenJob};
 pub use out::Out;
@@ -27,6 +27,8 @@ enum Job {
     Load(crate::protocol::Load),
     Generate(GenJob),
     Count(crate::protocol::Count),
+    /// `ids`: the last finished generation's token ids.
+    Ids(u64),
 }
 
 /// State both threads see.
@@ -172,6 +174,11 @@ pub fn serve(input: impl BufRead, out: Out) -> i32 {
                     break;
                 }
             }
+            Request::Ids { id } => {
+                if tx.send(Job::Ids(id)).is_err() {
+                    break;
+                }
+            }
             Request::Shutdown {} => break,
         }
     }
@@ -278,9 +285,11 @@ fn bad_field(v: &serde_json::Value, path: &[&str]) -> Option<String> {
 fn worker(rx: mpsc::Receiver<Job>, out: Out, shared: Arc<Shared>) {
     *lock(&shared.devices) = session::idle_devices();
     let mut session: Option<Session> = None;
+    // the last finished generation's token ids, for `ids`
+    let mut last_ids: Option<Ids> = None;
     while let Ok(job) = rx.recv() {
         let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run_job(job, &mut session, &out, &shared)
+            run_job(job, &mut session, &mut last_ids, &out, &shared)
         }));
         if res.is_err() {
             // The model's state is unknown after a panic: end the process so the app restarts a
@@ -296,7 +305,13 @@ fn worker(rx: mpsc::Receiver<Job>, out: Out, shared: Arc<Shared>) {
     }
 }
 
-fn run_job(job: Job, session: &mut Option<Session>, out: &Out, shared: &Shared) {
+fn run_job(
+    job: Job,
+    session: &mut Option<Session>,
+    last_ids: &mut Option<Ids>,
+    out: &Out,
+    shared: &Shared,
+) {
     {
         match job {
             Job::Load(l) => {
@@ -327,10 +342,24 @@ fn run_job(job: Job, session: &mut Option<Session>, out: &Out, shared: &Shared) 
                 }
             }
             Job::Count(c) => decode::count(session.as_ref(), &c, out),
+            Job::Ids(id) => match last_ids.as_ref().filter(|i| i.id == id) {
+                Some(i) => out.emit(&Event::Ids(i.clone())),
+                None => error(
+                    out,
+                    Some(id),
+                    format!("ids {id}: not the last finished generation"),
+                    false,
+                ),
+            },
             Job::Generate(job) => {
                 let id = job.req.id;
+                *last_ids = None;
                 let turn = match session.as_mut() {
-                    Some(s) => decode::generate(s, &job, out),
+                    Some(s) => {
+                        let (turn, ids) = decode::generate(s, &job, out);
+                        *last_ids = ids;
+                        turn
+                    }
                     None => {
                         error(
                             out,
