@@ -26,6 +26,7 @@ impl ActRound {
                 ActRound::Q8Block32
             }
             type_id::Q4_K | type_id::Q5_K | type_id::Q6_K | type_id::IQ4_XS => ActRound::Q8Block256,
+            type_id::IQ2_S | type_id::IQ1_S | type_id::IQ1_M => ActRound::Q8Block256,
             _ => ActRound::None,
         }
     }

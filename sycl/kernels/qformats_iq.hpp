@@ -24,7 +24,88 @@ static inline uint32_t kq_u32(const uint8_t *p) {
   return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
+// Lane l owns elements e = l + 16k (k < 16): within an 8-weight group its position is l & 7
+// for every k, and which of two neighbouring groups it sits in is l >> 3. The sign factor is
+// multiplied in, as ggml's `(signs & kmask[j] ? -1.f : 1.f)`, so the products are ggml's bits.
+static inline uint32_t kq_u32_2(const uint8_t *p) {
+  // a little-endian u32 at a 2-byte-aligned address, as two u16 loads
+  const uint16_t *h = (const uint16_t *)p;
+  return (uint32_t)h[0] | ((uint32_t)h[1] << 16);
+}
+static inline float kq_sign(uint32_t signs, int j) { return ((signs >> j) & 1u) ? -1.0f : 1.0f; }
+
 #if 0
+
+#elif defined(CFG_FMT_IQ2_S)
+// d f16, qs[32] (low 8 bits of a grid index per 8 weights), signs[32] (one bit per weight),
+// qh[8] (2 high index bits per 8-group), scales[8] (4 bits per 16 weights).
+// w = (d * (0.5 + sc) * 0.25) * grid * sign, grid = iq2s_grid (1024 entries of 8 bytes).
+#define QK 256
+#define BLOCK_BYTES 82
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float d = kq_h2f(blk);
+  const uint8_t *qs = blk + 2, *sg = blk + 34, *qh = blk + 66, *sc = blk + 74;
+  const int j = lane & 7, h = lane >> 3;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {  // element 16k + lane: sub-block k/2, 8-group g = 2(k&1) + h
+    const int s = k >> 1, g = 2 * (k & 1) + h;
+    const float db = d * (0.5f + (float)((sc[s] >> (4 * (k & 1))) & 0xF)) * 0.25f;
+    const uint32_t idx = (uint32_t)qs[4 * s + g] | (((uint32_t)qh[s] >> (2 * g)) & 3u) << 8;
+    const uint64_t grid = iq2s_grid[idx];
+    w[k] = db * (float)(uint32_t)((grid >> (8 * j)) & 0xFFu) * kq_sign(sg[4 * s + g], j);
+  }
+}
+
+#elif defined(CFG_FMT_IQ1_S)
+// d f16, qs[32] (low 8 bits of a grid index per 8 weights), qh[8] u16 per sub-block of 32:
+// 4 x 3 high index bits, 3-bit scale at 12, shift sign at 15.
+// w = (d * (2 sc + 1)) * (grid + delta), grid = iq1s_grid (2048 entries of 8 signed bytes
+// -1, 0, 1), delta = +-0.125 (ggml's IQ1S_DELTA).
+#define QK 256
+#define BLOCK_BYTES 50
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float d = kq_h2f(blk);
+  const uint8_t *qs = blk + 2;
+  const uint16_t *qh = (const uint16_t *)(blk + 34);  // even offset of a 2-aligned block
+  const int j = lane & 7, h = lane >> 3;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {  // element 16k + lane: sub-block k/2, 8-group g = 2(k&1) + h
+    const int s = k >> 1, g = 2 * (k & 1) + h;
+    const uint32_t q = qh[s];
+    const float dl = d * (float)(int)(2 * ((q >> 12) & 7u) + 1);
+    const float delta = (q & 0x8000u) ? -0.125f : 0.125f;
+    const uint32_t idx = (uint32_t)qs[4 * s + g] | ((q >> (3 * g)) & 7u) << 8;
+    const float v = (float)(int8_t)(uint8_t)(iq1s_grid[idx] >> (8 * j));
+    w[k] = dl * (v + delta);
+  }
+}
+
+#elif defined(CFG_FMT_IQ1_M)
+// qs[32] (low 8 bits of a grid index per 8 weights), qh[16] (a nibble per 8-group: 3 high
+// index bits + shift sign), scales[8] = 4 u16: 3-bit scales per 16 weights, and the f16 d
+// spread over the words' top nibbles. w = (d * (2 sc + 1)) * (grid + delta), as IQ1_S.
+#define QK 256
+#define BLOCK_BYTES 56
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const uint8_t *qs = blk, *qh = blk + 32;
+  const uint16_t *sc = (const uint16_t *)(blk + 48);  // even offset of a 2-aligned block
+  const uint16_t db = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) |
+                                 ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
+  const float d = (float)sycl::bit_cast<sycl::half>(db);
+  const int j = lane & 7, h = lane >> 3;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {  // element 16k + lane: sub-block k/2, 8-group g = 2(k&1) + h
+    const int s = k >> 1, g = 2 * (k & 1) + h;
+    // the 16 weights of half (k&1) of sub-block s share one 3-bit scale
+    const uint32_t ls = ((uint32_t)sc[s >> 1] >> (6 * (s & 1) + 3 * (k & 1))) & 7u;
+    const float dl = d * (float)(int)(2 * ls + 1);
+    const uint32_t n = ((uint32_t)qh[2 * s + (g >> 1)] >> (4 * (g & 1))) & 0xFu;
+    const float delta = (n & 8u) ? -0.125f : 0.125f;
+    const uint32_t idx = (uint32_t)qs[4 * s + g] | (n & 7u) << 8;
+    const float v = (float)(int8_t)(uint8_t)(iq1s_grid[idx] >> (8 * j));
+    w[k] = dl * (v + delta);
+  }
+}
 
 #else
 #error "qformats_iq.hpp: define exactly one CFG_FMT_<i-quant>"
