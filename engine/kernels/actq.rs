@@ -26,6 +26,10 @@ impl ActRound {
                 ActRound::Q8Block32
             }
             type_id::Q4_K | type_id::Q5_K | type_id::Q6_K | type_id::IQ4_XS => ActRound::Q8Block256,
+            // the i-quants' vec_dot_type is Q8_K too (ggml-cpu.c type_traits_cpu)
+            type_id::IQ2_XXS | type_id::IQ2_XS | type_id::IQ3_XXS | type_id::IQ3_S => {
+                ActRound::Q8Block256
+            }
             type_id::IQ2_S | type_id::IQ1_S | type_id::IQ1_M => ActRound::Q8Block256,
             _ => ActRound::None,
         }

@@ -15,7 +15,7 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum MatrixError {
-    #[error("{what}: ggml type {type_id} ({name}) has no matrix kernel (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ2_S, IQ1_S, IQ1_M)")]
+    #[error("{what}: ggml type {type_id} ({name}) has no matrix kernel (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ2_S, IQ1_S, IQ1_M)")]
     UnsupportedType {
         what: String,
         type_id: u32,
@@ -58,6 +58,10 @@ pub fn cfg_name(type_id: u32) -> Option<&'static str> {
         type_id::IQ2_S => "IQ2_S",
         type_id::IQ1_S => "IQ1_S",
         type_id::IQ1_M => "IQ1_M",
+        type_id::IQ2_XXS => "IQ2_XXS",
+        type_id::IQ2_XS => "IQ2_XS",
+        type_id::IQ3_XXS => "IQ3_XXS",
+        type_id::IQ3_S => "IQ3_S",
         _ => return None,
     })
 }

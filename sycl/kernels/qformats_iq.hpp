@@ -34,7 +34,90 @@ static inline uint32_t kq_u32_2(const uint8_t *p) {
 }
 static inline float kq_sign(uint32_t signs, int j) { return ((signs >> j) & 1u) ? -1.0f : 1.0f; }
 
-#if 0
+#if defined(CFG_FMT_IQ2_XXS)
+// d f16, then per sub-block s of 32: u32 of 4 grid indices (byte g = 8-group g), u32 of 4 x 7
+// sign bits (ksigns index) + 4-bit scale at the top. w = (d * (0.5 + sc) * 0.25) * grid * sign.
+#define QK 256
+#define BLOCK_BYTES 66
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float d = kq_h2f(blk);
+  const int j = lane & 7, h = lane >> 3;
+#pragma unroll
+  for (int s = 0; s < 8; ++s) {
+    const uint32_t idx = kq_u32_2(blk + 2 + 8 * s), sg = kq_u32_2(blk + 6 + 8 * s);
+    const float db = d * (0.5f + (float)(sg >> 28)) * 0.25f;
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {  // element 32s + 16kk + lane: 8-group g = 2kk + h
+      const int g = 2 * kk + h;
+      const uint64_t grid = iq2xxs_grid[(idx >> (8 * g)) & 0xFFu];
+      const uint32_t signs = ksigns_iq2xs[(sg >> (7 * g)) & 127u];
+      w[2 * s + kk] = db * (float)(uint32_t)((grid >> (8 * j)) & 0xFFu) * kq_sign(signs, j);
+    }
+  }
+}
+
+#elif defined(CFG_FMT_IQ2_XS)
+// d f16, qs[32] u16 (per 8-group: 9-bit grid index | 7 sign bits << 9), scales[8] (4 bits per
+// 16 weights). w = (d * (0.5 + sc) * 0.25) * grid * sign.
+#define QK 256
+#define BLOCK_BYTES 74
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float d = kq_h2f(blk);
+  const uint16_t *qs = (const uint16_t *)(blk + 2);
+  const uint8_t *sc = blk + 66;
+  const int j = lane & 7, h = lane >> 3;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {  // element 16k + lane: 8-group 2k + h, scale nibble of 16k
+    const float db = d * (0.5f + (float)((sc[k >> 1] >> (4 * (k & 1))) & 0xF)) * 0.25f;
+    const uint32_t q = qs[2 * k + h];
+    const uint64_t grid = iq2xs_grid[q & 511u];
+    const uint32_t signs = ksigns_iq2xs[q >> 9];
+    w[k] = db * (float)(uint32_t)((grid >> (8 * j)) & 0xFFu) * kq_sign(signs, j);
+  }
+}
+
+#elif defined(CFG_FMT_IQ3_XXS)
+// d f16, qs[64] (grid index per 4 weights), then per sub-block of 32 a u32 of 4 x 7 sign bits
+// + 4-bit scale. w = (d * (0.5 + sc) * 0.5) * grid * sign.
+#define QK 256
+#define BLOCK_BYTES 98
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float d = kq_h2f(blk);
+  const uint8_t *qs = blk + 2;
+  const int j = lane & 7, h = lane >> 3;
+#pragma unroll
+  for (int s = 0; s < 8; ++s) {
+    const uint32_t aux = kq_u32_2(blk + 66 + 4 * s);
+    const float db = d * (0.5f + (float)(aux >> 28)) * 0.5f;
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {  // element 32s + 16kk + lane: 4-group 8s + 4kk + lane/4
+      const int k = 2 * s + kk, g = 2 * kk + h;
+      const uint32_t grid = iq3xxs_grid[qs[4 * k + (lane >> 2)]];
+      const uint32_t signs = ksigns_iq2xs[(aux >> (7 * g)) & 127u];
+      w[k] = db * (float)((grid >> (8 * (lane & 3))) & 0xFFu) * kq_sign(signs, j);
+    }
+  }
+}
+
+#elif defined(CFG_FMT_IQ3_S)
+// d f16, qs[64] (low 8 bits of a grid index per 4 weights), qh[8] (9th bits), signs[32] (one
+// bit per weight), scales[4] (4 bits per 32). w = (d * (1 + 2 sc)) * grid * sign.
+#define QK 256
+#define BLOCK_BYTES 110
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float d = kq_h2f(blk);
+  const uint8_t *qs = blk + 2, *qh = blk + 66, *sg = blk + 74, *sc = blk + 106;
+  const int j = lane & 7, h = lane >> 3;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {  // element 16k + lane: 4-group 4k + lane/4, sign byte 2k + h
+    const int s = k >> 1;
+    const float db = d * (float)(1 + 2 * ((sc[s >> 1] >> (4 * (s & 1))) & 0xF));
+    const int qk = 4 * k + (lane >> 2);
+    const uint32_t idx = (uint32_t)qs[qk] | (((uint32_t)qh[s] >> (qk & 7)) & 1u) << 8;
+    const uint32_t grid = iq3s_grid[idx];
+    w[k] = db * (float)((grid >> (8 * (lane & 3))) & 0xFFu) * kq_sign(sg[2 * k + h], j);
+  }
+}
 
 #elif defined(CFG_FMT_IQ2_S)
 // d f16, qs[32] (low 8 bits of a grid index per 8 weights), signs[32] (one bit per weight),
