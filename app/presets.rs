@@ -92,7 +92,7 @@ struct RawPreset {
     devices: RawDevices,
     #[serde(default)]
     flags: BTreeMap<Spanned<String>, bool>,
-    ab: Option<Spanned<AbSection>>,
+    ab: Option<AbSection>,
 }
 
 #[derive(Deserialize, Default)]
@@ -250,9 +250,11 @@ impl Preset {
         }
         // the arms are checked here, so a bad [ab] is this file's error (with its line)
         if let Some(ab) = &raw.ab {
-            ab.get_ref()
-                .arms(&[])
-                .map_err(|e| c.err(ab.span(), format!("[ab]: {e}")))?;
+            // (the section's header is where its line is said: a Spanned section loses serde's
+            // unknown-field message)
+            let at = text.find("[ab").unwrap_or(0);
+            ab.arms(&[])
+                .map_err(|e| c.err(at..at, format!("[ab]: {e}")))?;
         }
         Ok(Preset {
             name: name.to_string(),
@@ -275,7 +277,7 @@ impl Preset {
             system_prompt: raw.system_prompt,
             base_model: raw.base_model,
             source: file.to_string(),
-            ab: raw.ab.map(Spanned::into_inner),
+            ab: raw.ab,
         })
     }
 
@@ -576,6 +578,42 @@ mod tests {
         assert_eq!(Preset::fallback().ctx, 0);
         let p = Preset::parse("p", "p.toml", "ctx = 256\n").unwrap();
         assert_eq!(p.ctx_label(), "256");
+    }
+
+    #[test]
+    fn shipped_ab_sections_name_the_seed_flags() {
+        // `strata ab --preset NAME` (app/ab/): the arms each shipped preset A/Bs
+        let store = PresetStore::load(None);
+        let arms = |name: &str| -> Vec<String> {
+            let ab = store.find(name).unwrap().ab.clone().unwrap();
+            ab.arms(&[]).unwrap().iter().map(|a| a.describe()).collect()
+        };
+        assert_eq!(
+            arms("smollm2-hc"),
+            ["-", "STRATA_HC_Q8=1", "STRATA_GR_FUSED=1"]
+        );
+        assert_eq!(arms("gemma3"), ["-", "STRATA_MMVQ_KREG=1"]);
+        assert_eq!(arms("cpu-vnni"), ["-", "STRATA_VNNI=1"]);
+        assert_eq!(arms("default"), ["-", "STRATA_FUSED=0"]);
+    }
+
+    #[test]
+    fn a_bad_ab_section_is_the_files_error() {
+        let e = Preset::parse(
+            "p",
+            "p.toml",
+            "ctx = 0\n[ab]\nrun = [\"default\", \"kerg\"]\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.line >= 2 && e.message.contains("unknown arm \"kerg\""),
+            "{e}"
+        );
+        let e = Preset::parse("p", "p.toml", "[ab]\nrounds = 3\n").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert!(e.message.contains("rounds"), "{e}");
+        let e = Preset::parse("p", "p.toml", "[ab.arms.x]\nSTRATA_VNNI = \"yes\"\n").unwrap_err();
+        assert!(e.message.contains("takes 1 or 0"), "{e}");
     }
 
     #[test]

@@ -121,12 +121,17 @@ pub fn table(run: &AbRun, cmp: &Comparison) -> String {
     let rows: Vec<Vec<String>> = cmp
         .arms
         .iter()
-        .map(|a| {
+        .enumerate()
+        .map(|(i, a)| {
             vec![
                 a.name.clone(),
                 a.flags.clone(),
                 window_cell(a),
-                pct(a.window_ratio),
+                if i == 0 {
+                    "-".into()
+                } else {
+                    pct(a.window_ratio)
+                },
                 a.round_window_ms
                     .iter()
                     .map(|m| format!("{m:.2}"))
@@ -348,14 +353,18 @@ pub fn markdown(run: &AbRun, cmp: &Comparison, command: &str) -> String {
     }
     let _ = writeln!(md, "| arm | flags | window ms median (q1-q3) | vs {} | per round | decode tok/s | prompt tok/s | tokens/window | drafts accepted/proposed | NLL | output vs {} |", base.name, base.name);
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|");
-    for a in &cmp.arms {
+    for (i, a) in cmp.arms.iter().enumerate() {
         let _ = writeln!(
             md,
             "| {} | `{}` | {} | {} | {} | {} | {} | {:.2} | {} | {} | {} |",
             a.name,
             a.flags,
             window_cell(a),
-            pct(a.window_ratio),
+            if i == 0 {
+                "-".into()
+            } else {
+                pct(a.window_ratio)
+            },
             slash(&a.round_window_ms, 2),
             med(&a.decode_tps, 1),
             med(&a.prefill_tps, 1),
