@@ -206,3 +206,44 @@ fn opt_in_paths_decline_and_default_sources_do_not_change() {
             .contains(include_str!("../sycl/kernels/qformats.hpp")));
     }
 }
+
+#[test]
+fn real_llama_quantize_rows_match_reference() {
+    // the excerpts of tests/data/quant: 8 rows of SmolLM2's blk.12.ffn_down (n_in 1536) as
+    // llama-quantize --imatrix wrote them (tests/data/quant/README.md)
+    let (_ctx, q, k) = setup();
+    let mut rng = rng(0x1a_0334);
+    let dir = strata::paths::project_root().join("tests/data/quant");
+    let (n_out, n_in) = (8, 1536);
+    for &(name, tid) in IQ {
+        let path = dir.join(format!(
+            "smollm2-{name}.blk12.ffn_down.rows100-108.{name}.raw"
+        ));
+        let wb = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(
+            wb.len(),
+            quant::bytes_for(tid, n_out * n_in).unwrap(),
+            "{name}"
+        );
+        let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
+        let t = 24;
+        let x = values(&mut rng, t * n_in);
+        let xd = q.upload(&x).unwrap();
+        let reference = matrix_ref(tid, &wb, n_out, n_in, &x, t).unwrap();
+        let mut yd = q.alloc::<f32>(t * n_out).unwrap();
+        let mut line = format!("real {name:7} (8, 1536) mmvq nmse T=1..8:");
+        for tt in 1..=8 {
+            k.mmvq(&q, &w.view(), &xd, &mut yd, tt).unwrap();
+            let e = nmse(
+                &q.to_vec(&yd).unwrap()[..tt * n_out],
+                &reference[..tt * n_out],
+            );
+            line += &format!(" {e:.1e}");
+            assert!(e < BOUND, "{name} real rows mmvq T={tt}: nmse {e:e}");
+        }
+        k.matmul(&q, &w.view(), &xd, &mut yd, t).unwrap();
+        let e = nmse(&q.to_vec(&yd).unwrap(), &reference);
+        println!("{line}; matmul T={t}: {e:.1e}");
+        assert!(e < BOUND, "{name} real rows matmul: nmse {e:e}");
+    }
+}

@@ -331,8 +331,14 @@ fn real_excerpts_match_gguf_py() {
         s.add_le(&ours, &theirs);
     }
     print_table("real excerpts (tests/data/quant) vs gguf-py:", &stats);
-    for t in ["IQ2_S", "IQ1_S", "IQ1_M"] {
-        assert!(stats.contains_key(t), "tests/data/quant should hold a {t} excerpt");
+    let want = [
+        "IQ2_S", "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ3_S",
+    ];
+    for t in want {
+        assert!(
+            stats.contains_key(t),
+            "tests/data/quant should hold a {t} excerpt"
+        );
     }
     assert_bitwise(&stats, "real excerpts");
 }
