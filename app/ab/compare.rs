@@ -16,8 +16,9 @@ use super::stats::{ratio, Spread};
 pub const ACCEPTANCE_GAP: f64 = 0.05;
 /// Tokens per window further apart than this (relative) likewise.
 pub const TOKENS_PER_WINDOW_GAP: f64 = 0.05;
-/// Window ms whose interquartile range passes this fraction of the median are called noisy.
-pub const NOISY: f64 = 0.3;
+/// Rounds whose median window ms lie further apart than this fraction of their median are
+/// called noisy (the machine's load changed under the A/B).
+pub const NOISY: f64 = 0.25;
 /// Tokens of text shown on each side of a divergence.
 const AROUND: usize = 6;
 
@@ -78,6 +79,8 @@ pub struct ArmSummary {
     pub window_ratio: Option<f64>,
     /// Per generation (every prompt of every round).
     pub decode_tps: Option<Spread>,
+    /// Median decode tok/s of each round's generations.
+    pub round_decode_tps: Vec<f64>,
     pub prefill_tps: Option<Spread>,
     pub tokens_per_window: f64,
     pub proposed: u64,
@@ -263,6 +266,13 @@ fn summarize(run: &AbRun, arm: usize, decode: &dyn Fn(&[u32]) -> String) -> ArmS
             .filter_map(|r| Spread::of(&all_windows(&[r])).map(|s| s.median))
             .collect(),
         decode_tps: Spread::of(&turns.iter().map(|t| t.decode_tps).collect::<Vec<_>>()),
+        round_decode_tps: mine
+            .iter()
+            .filter_map(|r| {
+                let v: Vec<f64> = r.prompts.iter().map(|p| p.turn.decode_tps).collect();
+                Spread::of(&v).map(|s| s.median)
+            })
+            .collect(),
         prefill_tps: Spread::of(&turns.iter().map(|t| t.prefill_tps).collect::<Vec<_>>()),
         tokens_per_window: if windows == 0 {
             0.0
@@ -357,12 +367,18 @@ pub fn compare(run: &AbRun, decode: &dyn Fn(&[u32]) -> String) -> Comparison {
     }
     let base = &arms[0];
     for s in &arms {
-        if let Some(w) = s.window_ms.filter(|w| w.rel_iqr() > NOISY) {
-            warnings.push(format!(
-                "arm {}: its window ms spread wide (quartiles {:.2}-{:.2} around {:.2}): a busy \
-                 machine or mixed window sizes; more rounds narrow the medians",
-                s.name, w.q1, w.q3, w.median
-            ));
+        if let Some(r) = Spread::of(&s.round_window_ms).filter(|r| r.n > 1) {
+            let gap = (r.max - r.min) / r.median;
+            if gap > NOISY {
+                warnings.push(format!(
+                    "arm {}: its rounds' median window ms run {:.2} to {:.2} ({:.0}% apart): the \
+                     machine was busy; read the ratio with care, or run more rounds",
+                    s.name,
+                    r.min,
+                    r.max,
+                    100.0 * gap
+                ));
+            }
         }
         if !s.reproducible {
             warnings.push(format!(

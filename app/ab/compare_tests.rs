@@ -299,3 +299,34 @@ fn a_flag_that_cannot_act_on_the_model_is_named() {
         c.warnings
     );
 }
+
+#[test]
+fn rounds_far_apart_are_called_noisy() {
+    let mk = |arm, rep, ms: f64| {
+        arm_run(R {
+            arm,
+            rep,
+            prompt: vec![1],
+            reply: vec![2],
+            ms: vec![ms; 3],
+            turn: turn(3, 3, 0, 0, 1.0),
+            latched: &[],
+        })
+    };
+    // the base's rounds 10 and 20 ms (67% apart); the other arm's 9 and 10 (11%)
+    let runs = vec![
+        mk(0, 0, 10.0),
+        mk(1, 0, 9.0),
+        mk(0, 1, 20.0),
+        mk(1, 1, 10.0),
+    ];
+    let c = compare(&ab(&["default", "STRATA_FUSED=0"], 0, runs), &letters);
+    assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+    assert!(
+        c.warnings[0].starts_with(
+            "arm default: its rounds' median window ms run 10.00 to 20.00 (67% apart)"
+        ),
+        "{:?}",
+        c.warnings
+    );
+}

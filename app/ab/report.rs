@@ -47,9 +47,19 @@ fn nll(a: &ArmSummary) -> String {
         .map_or("-".into(), |n| format!("{:.4}", n.mean))
 }
 
-/// Text shown in a cell: control characters visible, at most `max` characters.
+/// Text shown in a cell: control characters visible (`\n`), at most `max` characters.
 fn shown(s: &str, max: usize) -> String {
-    let t: String = s.chars().flat_map(char::escape_debug).collect();
+    let t: String = s
+        .chars()
+        .flat_map(|c| {
+            let v: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            v
+        })
+        .collect();
     if t.chars().count() > max {
         let cut: String = t.chars().take(max).collect();
         format!("{cut}…")
@@ -259,6 +269,34 @@ fn slash(v: &[f64], prec: usize) -> String {
         .join(" / ")
 }
 
+/// `card 0 weights 235.2 -> 257.0 MiB, engine rss 530.0 -> 555.7 MiB` (+ expert refusals).
+fn memory_change(base: &ArmSummary, a: &ArmSummary) -> String {
+    let mut parts = Vec::new();
+    for (b, x) in base.memory.iter().zip(&a.memory) {
+        let mut s = format!(
+            "card {} weights {} -> {}",
+            b.index,
+            mib(b.weights),
+            mib(x.weights)
+        );
+        if x.hc_q8 > 0 {
+            let _ = write!(s, " (of which HC Q8_0 copies {})", mib(x.hc_q8));
+        }
+        if let (Some(rb), Some(rx)) = (b.rss, x.rss) {
+            let _ = write!(s, ", engine rss {} -> {}", mib(rb), mib(rx));
+        }
+        parts.push(s);
+    }
+    if let (Some(rb), Some(rx)) = (base.expert_refusals, a.expert_refusals) {
+        parts.push(format!("expert refusals {rb} -> {rx}"));
+    }
+    if parts.is_empty() {
+        "not reported".into()
+    } else {
+        parts.join("; ")
+    }
+}
+
 /// Markdown after the seeds' "Measured" sections. `command` is the command line that ran it.
 pub fn markdown(run: &AbRun, cmp: &Comparison, command: &str) -> String {
     let spec = &run.spec;
@@ -300,9 +338,32 @@ pub fn markdown(run: &AbRun, cmp: &Comparison, command: &str) -> String {
             med(&base.window_ms, 2),
             med(&a.window_ms, 2),
         );
+        // the full verify windows alone (t = spec + 1): a mix of window sizes moves the median
+        let t = spec.spec + 1;
+        if let (true, Some(b), Some(x)) = (
+            spec.spec > 0,
+            base.window_ms_by_t.get(&t),
+            a.window_ms_by_t.get(&t),
+        ) {
+            let _ = writeln!(
+                md,
+                "- full verify windows (t = {t}) {:.2} -> {:.2} ms ({}; {} and {} windows);",
+                b.median,
+                x.median,
+                pct(crate::ab::stats::ratio(b.median, x.median)),
+                b.n,
+                x.n
+            );
+        }
+        let ratio = match (base.decode_tps, a.decode_tps) {
+            (Some(b), Some(x)) => pct(crate::ab::stats::ratio(b.median, x.median)),
+            _ => "-".into(),
+        };
         let _ = writeln!(
             md,
-            "- decode {} -> {} tok/s (median of the generations){};",
+            "- decode (median per round) {} -> {} tok/s (median {} -> {}, {ratio}){};",
+            slash(&base.round_decode_tps, 1),
+            slash(&a.round_decode_tps, 1),
             med(&base.decode_tps, 1),
             med(&a.decode_tps, 1),
             if spec.spec > 0 {
@@ -342,14 +403,7 @@ pub fn markdown(run: &AbRun, cmp: &Comparison, command: &str) -> String {
             "not bitwise: may differ"
         };
         let _ = writeln!(md, "- output ({expect}): {};", out.join("; "));
-        let mem = |s: &ArmSummary| -> String {
-            s.memory
-                .iter()
-                .map(|c| format!("card {} {}", c.index, mib(c.weights)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let _ = writeln!(md, "- weights per card {} -> {}.\n", mem(base), mem(a));
+        let _ = writeln!(md, "- memory per card: {}.\n", memory_change(base, a));
     }
     let _ = writeln!(md, "| arm | flags | window ms median (q1-q3) | vs {} | per round | decode tok/s | prompt tok/s | tokens/window | drafts accepted/proposed | NLL | output vs {} |", base.name, base.name);
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|");

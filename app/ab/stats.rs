@@ -38,15 +38,6 @@ impl Spread {
             q3: quantile(&v, 0.75),
         })
     }
-
-    /// Interquartile range relative to the median (0 when the median is 0).
-    pub fn rel_iqr(&self) -> f64 {
-        if self.median == 0.0 {
-            0.0
-        } else {
-            (self.q3 - self.q1) / self.median
-        }
-    }
 }
 
 /// `b / a`, None when `a` is 0.
@@ -67,7 +58,6 @@ mod tests {
         );
         let e = Spread::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
         assert_eq!((e.median, e.q1, e.q3), (2.5, 1.75, 3.25));
-        assert!((e.rel_iqr() - 0.6).abs() < 1e-12);
         assert_eq!(Spread::of(&[]), None);
         assert_eq!(Spread::of(&[f64::NAN, 7.0]).unwrap().median, 7.0);
         assert_eq!(ratio(2.0, 3.0), Some(1.5));
