@@ -1,0 +1,75 @@
+"""Packed weights (train.py pack) -> a transformers checkpoint dir with the `mtp.*` tensors,
+the config llama.cpp's converter reads, and SmolLM2's tokenizer + chat template.
+
+  python train/export.py --pack DIR --tok TOKDIR --out HFDIR [--tiny]
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+
+import torch
+from safetensors.torch import load_file, save_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import model as fm  # noqa: E402
+
+
+def unpack(d):
+    raw = {}
+    for f in sorted(glob.glob(os.path.join(d, "pack-*.safetensors"))):
+        raw.update(load_file(f))
+    sd = {}
+    for k, v in raw.items():
+        if k.endswith(".q8"):
+            base = k[:-3]
+            dd = raw[base + ".d"].float()                              # (..., in/32)
+            q = v.float().reshape(*v.shape[:-1], v.shape[-1] // 32, 32)
+            sd[base] = (q * dd.unsqueeze(-1)).reshape(v.shape)
+        elif k.endswith(".bf16"):
+            sd[k[:-5]] = v.float()
+        elif k.endswith(".f32"):
+            sd[k[:-4]] = v.float()
+    return sd
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--pack", required=True)
+    p.add_argument("--tok", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--tiny", action="store_true")
+    a = p.parse_args()
+    from transformers import AutoTokenizer, Qwen4ExpForCausalLM
+    sd = unpack(a.pack)
+    mtp = {k: v for k, v in sd.items() if k.startswith("mtp.")}
+    trunk = {k: v for k, v in sd.items() if not k.startswith("mtp.")}
+    cfg = fm.flash_mini_config(a.tiny)
+    m = Qwen4ExpForCausalLM(cfg)
+    missing, unexpected = m.load_state_dict(trunk, strict=False)
+    assert set(missing) <= {"lm_head.weight"} and not unexpected, (missing, unexpected)
+    m.tie_weights()
+    m.save_pretrained(a.out, safe_serialization=True)
+    # the MTP block in its own shard; the converter indexes every *.safetensors in the dir
+    save_file({k: v.contiguous() for k, v in mtp.items()}, os.path.join(a.out, "model-mtp.safetensors"))
+    idx_path = os.path.join(a.out, "model.safetensors.index.json")
+    if os.path.exists(idx_path):
+        idx = json.load(open(idx_path))
+        for k in mtp:
+            idx["weight_map"][k] = "model-mtp.safetensors"
+        json.dump(idx, open(idx_path, "w"), indent=2)
+    c = json.load(open(os.path.join(a.out, "config.json")))
+    # the real checkpoint names its QSA layers "full_attention"; the converter keys the
+    # compress ratios on that name
+    c["layer_types"] = ["full_attention" if t != "linear_attention" else t for t in c["layer_types"]]
+    c["mtp_num_hidden_layers"] = 1 if mtp else 0
+    c["architectures"] = ["Qwen4ExpForCausalLM"]
+    json.dump(c, open(os.path.join(a.out, "config.json"), "w"), indent=2)
+    tok = AutoTokenizer.from_pretrained(a.tok)
+    tok.save_pretrained(a.out)
+    print(f"wrote {a.out}: {len(trunk)} trunk + {len(mtp)} mtp tensors")
+
+
+if __name__ == "__main__":
+    main()

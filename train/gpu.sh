@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The GPU side of flash-mini's training, in stages that fit the device tool's limits
+# (10 min a command, 64 MiB carried, files back <= 16 MiB each). Run from the repo root.
+#   stage1: install the carried wheels, stash teacher part 1, smoke-test the trunk/MTP step speed
+#   stage2: rebuild the teacher GGUF, generate chat data with it, train the trunk (CE + KL)
+#   stage3: resume the trunk with the teacher, train the MTP block, pack the weights to $OUT
+# State lives in /root/fm (kept while the machine stays warm between calls).
+set -euo pipefail
+export PYTHONUNBUFFERED=1
+S=/root/fm; mkdir -p $S
+if [ -d .gpu/w ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $S/site .gpu/w/*.whl
+fi
+export PYTHONPATH=$S/site
+T=$S/teacher/SmolLM2-135M-Instruct.Q4_1.gguf
+case "$1" in
+stage1)
+  mkdir -p $S/teacher && cp .gpu/a/teacher.part00 $S/teacher/
+  nvidia-smi --query-gpu=name,memory.total --format=csv
+  python3 -c "import torch,transformers;print(torch.__version__,transformers.__version__,torch.cuda.get_device_name())"
+  python3 -c "import numpy as np;np.random.randint(0,49152,4_000_000).astype(np.uint16).tofile('/tmp/rand.u16')"
+  python3 train/train.py trunk --data /tmp/rand.u16 --work /tmp/smoke --seconds 45 --total-steps 40 --batch 64 --log-every 5
+  python3 train/train.py mtp --data /tmp/rand.u16 --work /tmp/smoke --seconds 25 --total-steps 15 --batch 32 --log-every 5
+  ;;
+stage2)
+  cat $S/teacher/teacher.part00 .gpu/b/teacher.part01 .gpu/b/teacher.part02 > $T
+  echo "$(cat .gpu/b/teacher.sha256)  $T" | sha256sum -c
+  python3 train/train.py gen --teacher $T --tok $S/tok --out $S/chat.u16 --seconds ${GEN_S:-210} --batch ${GEN_B:-1024} 2>&1 | grep -v Converting
+  python3 train/train.py trunk --data $S/chat.u16 --work $S/w --teacher $T --seconds ${TRUNK_S:-270} --total-steps ${STEPS:-3000} --batch 64 --log-every 25 2>&1 | grep -v Converting
+  python3 train/train.py pack --work $S/w --out $OUT/pack
+  cp $S/chat.u16 $S/w/trunk_hist.json $OUT/
+  ;;
+stage3)
+  test -f $T
+  python3 train/train.py trunk --data $S/chat.u16 --work $S/w --teacher $T --seconds ${TRUNK_S:-300} --total-steps ${STEPS:-3000} --batch 64 --log-every 25 2>&1 | grep -v Converting
+  python3 train/train.py mtp --data $S/chat.u16 --work $S/w --seconds ${MTP_S:-150} --total-steps ${MTP_STEPS:-1500} --batch 32 --lr 1e-3 --log-every 25
+  python3 train/train.py pack --work $S/w --out $OUT/pack
+  cp $S/w/trunk_hist.json $S/w/mtp_hist.json $OUT/
+  ;;
+esac

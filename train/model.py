@@ -1,0 +1,190 @@
+"""flash-mini: a small qwen4exp (Qwen3.8-Flash-Next architecture) and its MTP block.
+
+The trunk is transformers' own Qwen4ExpForCausalLM. The MTP block is written here because
+transformers 5.23 has no MTP module (it drops `mtp.*` on load); it computes what llama.cpp
+11434's `graph_mtp` (src/models/qwen4exp.cpp) computes, and its parameter names are the `mtp.*`
+names llama.cpp's converter (conversion/qwen4exp.py + qwen.py's _QwenMtpMixin) maps:
+
+  mtp.pre_fc_norm_embedding  -> blk.L.nextn.enorm      (RMS norm of the next token's embedding)
+  mtp.pre_fc_norm_hidden     -> blk.L.nextn.hnorm      (RMS norm per hc stream of the trunk residual)
+  mtp.fc_embedding|fc_hidden -> blk.L.nextn.eh_proj    (concatenated: [e ; h_s] -> n, per stream)
+  mtp.layers.0.*             -> blk.L.*                (one full-attention layer with its own HC sites)
+  mtp.hyper_connection_mixer -> blk.L.nextn.hc_head_*  (head mixer before the shared LM head)
+"""
+import copy
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+from transformers import Qwen4ExpTextConfig
+from transformers.models.qwen4_exp import modeling_qwen4_exp as q4
+
+# SmolLM2's tokenizer: <|endoftext|> 0, <|im_start|> 1, <|im_end|> 2.
+VOCAB = 49152
+BOS_ID = 1
+EOS_ID = 2
+
+# The context llama.cpp is told the model was trained for. The QSA budget is set to it, so the
+# indexer always selects every block and attention is exactly full causal attention (see below).
+N_CTX = 4096
+
+
+def flash_mini_config(tiny: bool = False) -> Qwen4ExpTextConfig:
+    """The seeds' layout at tens of millions of parameters.
+
+    3 Gated DeltaNet : 1 full attention, S = 4 hyper-connection streams, 32 experts top 4 plus a
+    gated shared expert, QSA keys on the attention layers, PLE off. `tiny` is the CPU smoke size.
+    """
+    n_layer = 4 if tiny else 8
+    return Qwen4ExpTextConfig(
+        vocab_size=VOCAB,
+        hidden_size=64 if tiny else 256,
+        num_hidden_layers=n_layer,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        linear_conv_kernel_dim=4,
+        # llama.cpp's loader takes one head size (ssm.state_size) for both k and v heads
+        linear_key_head_dim=64,
+        linear_value_head_dim=64,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        num_experts=8 if tiny else 32,
+        num_experts_per_tok=2 if tiny else 4,
+        moe_intermediate_size=32 if tiny else 96,
+        shared_expert_intermediate_size=64 if tiny else 256,
+        norm_topk_prob=True,
+        hc_count=4,
+        hc_lowrank=16 if tiny else 64,
+        ple_layer_ids=[],
+        indexer_n_heads=2,
+        indexer_kv_heads=1,
+        indexer_head_dim=64,
+        indexer_budget=N_CTX,
+        indexer_compress_ratio=4,
+        max_position_embeddings=N_CTX,
+        # 64 rotated dims = 32 pairs = the seeds' sections 11 + 11 + 10, every pair turns
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 1_000_000.0,
+            "partial_rotary_factor": 1.0,
+            "mrope_section": [11, 11, 10],
+            "mrope_interleaved": True,
+        },
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        router_aux_loss_coef=0.01,
+        output_router_logits=False,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+        pad_token_id=EOS_ID,
+        layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(n_layer)],
+    )
+
+
+def _all_blocks_indexer(self, hidden_states, position_embeddings, attention_mask, past_key_values):
+    """QSA indexer for training: select everything.
+
+    With indexer_budget >= every context the model sees, the library's indexer selects every
+    complete block plus the tail, i.e. the whole causal window, so its mask is all-true. The
+    library's own loop is O(batch x query) in Python and its top-k gives the indexer no
+    gradient, so the indexer weights stay at their init; llama.cpp's QSA with the same budget
+    also keeps every block, so the file computes what was trained.
+    """
+    b, t = hidden_states.shape[:2]
+    kv = attention_mask.shape[-1]
+    if kv > self.token_budget:
+        raise ValueError(f"context {kv} exceeds the QSA budget {self.token_budget}")
+    return torch.ones((b, 1, t, kv), dtype=torch.bool, device=hidden_states.device)
+
+
+def patch_indexer():
+    q4.Qwen4ExpTextQSAIndexer.forward = _all_blocks_indexer
+
+
+def causal_mask(b: int, t: int, device) -> torch.Tensor:
+    # (b, 1, t, t) bool, True = attend
+    return torch.ones(t, t, dtype=torch.bool, device=device).tril()[None, None].expand(b, 1, t, t)
+
+
+class MTPBlock(nn.Module):
+    """llama.cpp's qwen4exp MTP graph in PyTorch.
+
+    Inputs: h (b, t, S*n), the trunk residual after the last layer (before the head mixer) at
+    position p, and e (b, t, n), the embedding of the token at p+1. Output: the block's own
+    residual (b, t, S*n) (the next draft step's h) and the head-mixed (b, t, n) for the LM head,
+    which predicts the token at p+2.
+    """
+
+    def __init__(self, cfg: Qwen4ExpTextConfig):
+        super().__init__()
+        n, s = cfg.hidden_size, cfg.hc_count
+        self.n, self.s = n, s
+        mcfg = copy.deepcopy(cfg)
+        mcfg.num_hidden_layers = cfg.num_hidden_layers + 1
+        mcfg.layer_types = list(cfg.layer_types) + ["indexed_attention"]
+        self.layers = nn.ModuleList([q4.Qwen4ExpTextDecoderLayer(mcfg, cfg.num_hidden_layers)])
+        self.pre_fc_norm_embedding = q4.Qwen4ExpTextRMSNorm(n, eps=cfg.rms_norm_eps)
+        self.pre_fc_norm_hidden = q4.Qwen4ExpTextRMSNorm(s * n, group_size=n, eps=cfg.rms_norm_eps)
+        self.fc_embedding = nn.Linear(n, n, bias=False)
+        self.fc_hidden = nn.Linear(n, n, bias=False)
+        self.hyper_connection_mixer = q4.Qwen4ExpTextGatedResidual(cfg, use_combine=False)
+
+    def forward(self, h, e, position_embeddings, mask):
+        b, t, _ = h.shape
+        en = self.pre_fc_norm_embedding(e)                                   # (b, t, n)
+        hn = self.pre_fc_norm_hidden(h).unflatten(-1, (self.s, self.n))      # (b, t, S, n)
+        x = self.fc_embedding(en).unsqueeze(-2) + self.fc_hidden(hn)         # (b, t, S, n)
+        x = x.flatten(-2)                                                    # (b, t, S*n)
+        x = self.layers[0](x, position_embeddings, attention_mask=mask, conv_mask=None)
+        return x, self.hyper_connection_mixer(x)
+
+
+def init_mtp(mtp: MTPBlock, trunk, std: float):
+    """Same init rules as the trunk (transformers' _init_weights), then copy the trunk's last
+    attention layer into the block's layer: a warm start that trains faster than random."""
+    for m in mtp.modules():
+        trunk._init_weights(m)
+    last_attn = max(i for i, k in enumerate(trunk.config.layer_types) if k != "linear_attention")
+    src = trunk.model.layers[last_attn].state_dict()
+    mtp.layers[0].load_state_dict(src)
+    nn.init.normal_(mtp.fc_embedding.weight, std=std)
+    nn.init.normal_(mtp.fc_hidden.weight, std=std)
+    mtp.hyper_connection_mixer.load_state_dict(trunk.model.hyper_connection_mixer.state_dict())
+
+
+def trunk_hidden(trunk, input_ids):
+    """Run the trunk; return (logits, h) with h (b, t, S*n) the residual after the last layer."""
+    store = {}
+    hook = trunk.model.layers[-1].register_forward_hook(lambda m, i, o: store.__setitem__("h", o))
+    try:
+        out = trunk(input_ids=input_ids, use_cache=False)
+    finally:
+        hook.remove()
+    return out.logits, store["h"]
+
+
+def mtp_loss(trunk, mtp, input_ids, depth: int):
+    """MTP loss on the frozen trunk's hidden streams, chained `depth` steps as llama.cpp drafts.
+
+    Step k (1-based) at position p reads h_{k-1}[p] (h_0 = trunk residual) and the embedding of
+    token p+k, and predicts token p+k+1. Returns (total loss, per-step losses).
+    """
+    b, t = input_ids.shape
+    with torch.no_grad():
+        _, h = trunk_hidden(trunk, input_ids)
+        emb = trunk.model.embed_tokens(input_ids)
+    pos = torch.arange(t, device=input_ids.device)[None].expand(b, -1)
+    cos_sin = trunk.model.rotary_emb(emb, pos[None].expand(3, -1, -1))
+    losses = []
+    for k in range(1, depth + 1):
+        tt = t - k - 1                                    # positions with a target
+        hk = h[:, :tt]
+        ek = emb[:, k:k + tt]
+        pe = tuple(x[:, :tt] for x in cos_sin)
+        hk, mixed = mtp(hk, ek, pe, causal_mask(b, tt, input_ids.device))
+        logits = trunk.lm_head(mixed).float()
+        tgt = input_ids[:, k + 1:k + 1 + tt]
+        losses.append(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1)))
+        h = hk
+    return sum(losses) / len(losses), [x.item() for x in losses]

@@ -1,0 +1,285 @@
+"""flash-mini training: teacher data, trunk (CE + KL to the teacher), MTP, packing.
+
+  python train/train.py gen   --teacher DIR/FILE.gguf --tok DIR --out data.u16 --seconds S
+  python train/train.py trunk --data data.u16 --work DIR --seconds S [--teacher ...]
+  python train/train.py mtp   --data data.u16 --work DIR --seconds S
+  python train/train.py pack  --work DIR --out DIR        (int8 blocks, <= 16 MiB files)
+Checkpoints (model + optimizer + step) go to --work every --ckpt-every seconds; a rerun with
+the same --work resumes. See docs/flash-mini.md for the commands that made the shipped file.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import model as fm  # noqa: E402
+import prompts as pr  # noqa: E402
+
+
+def log(*a):
+    print(time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+def load_teacher(path, device):
+    from transformers import AutoModelForCausalLM
+    d, f = os.path.split(path)
+    t = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32)
+    return t.to(device=device, dtype=torch.bfloat16).eval()
+
+
+def cmd_gen(a):
+    from transformers import AutoTokenizer
+    dev = torch.device(a.device)
+    if not os.path.exists(os.path.join(a.tok, "tokenizer.json")):
+        # SmolLM2's tokenizer and chat template, read from the teacher GGUF itself
+        d, f = os.path.split(a.teacher)
+        AutoTokenizer.from_pretrained(d, gguf_file=f).save_pretrained(a.tok)
+    tok = AutoTokenizer.from_pretrained(a.tok)
+    tok.padding_side = "left"
+    teacher = load_teacher(a.teacher, dev)
+    ps = pr.prompts(a.n_prompts, seed=a.seed)
+    t0 = time.time()
+    out, n_tok, i = [], 0, 0
+    torch.manual_seed(a.seed)
+    while i < len(ps) and time.time() - t0 < a.seconds:
+        batch = ps[i:i + a.batch]
+        i += len(batch)
+        texts = [tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
+                                         add_generation_prompt=True) for p in batch]
+        enc = tok(texts, return_tensors="pt", padding=True).to(dev)
+        with torch.no_grad():
+            g = teacher.generate(**enc, max_new_tokens=a.max_new, do_sample=True, temperature=a.temp,
+                                 top_p=0.95, pad_token_id=fm.EOS_ID, eos_token_id=fm.EOS_ID)
+        for row, m in zip(g, enc.attention_mask):
+            prompt = row[:enc.input_ids.shape[1]][m.bool()].tolist()
+            resp = row[enc.input_ids.shape[1]:].tolist()
+            if fm.EOS_ID in resp:
+                resp = resp[:resp.index(fm.EOS_ID)]
+            # a conversation as the chat template writes it: ... <|im_end|>\n
+            conv = prompt + resp + [fm.EOS_ID] + tok("\n").input_ids
+            out.append(np.asarray(conv, dtype=np.uint16))
+            n_tok += len(conv)
+        log(f"gen {i} prompts, {n_tok} tokens, {n_tok / (time.time() - t0):.0f} tok/s")
+    np.concatenate(out).tofile(a.out)
+    print(tok.decode(out[0].tolist()))
+    log(f"wrote {a.out}: {n_tok} tokens from {len(out)} conversations")
+
+
+class Batches:
+    """Random windows of a flat token stream (conversations back to back)."""
+
+    def __init__(self, paths, seq, batch, seed, holdout):
+        data = np.concatenate([np.fromfile(p, dtype=np.uint16) for p in paths.split(",")])
+        n_hold = int(len(data) * holdout)
+        self.train, self.hold = data[:len(data) - n_hold], data[len(data) - n_hold:]
+        self.seq, self.batch = seq, batch
+        self.rng = np.random.default_rng(seed)
+
+    def get(self, device, hold=False):
+        d = self.hold if hold else self.train
+        idx = self.rng.integers(0, len(d) - self.seq - 1, self.batch)
+        x = np.stack([d[i:i + self.seq] for i in idx]).astype(np.int64)
+        return torch.from_numpy(x).to(device)
+
+
+def new_trunk(tiny):
+    from transformers import Qwen4ExpForCausalLM
+    fm.patch_indexer()
+    return Qwen4ExpForCausalLM(fm.flash_mini_config(tiny))
+
+
+def lr_at(step, total, peak, warm):
+    if step < warm:
+        return peak * (step + 1) / warm
+    p = min(1.0, (step - warm) / max(1, total - warm))
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def save_ckpt(path, obj):
+    tmp = path + ".tmp"
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def cmd_trunk(a):
+    dev = torch.device(a.device)
+    torch.manual_seed(a.seed)
+    os.makedirs(a.work, exist_ok=True)
+    model = new_trunk(a.tiny).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1, fused=dev.type == "cuda")
+    ck = os.path.join(a.work, "trunk.pt")
+    step, hist = 0, []
+    if os.path.exists(ck):
+        st = torch.load(ck, map_location=dev)
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
+        step, hist = st["step"], st["hist"]
+        log(f"resumed at step {step}")
+    elif a.init and os.path.exists(a.init):
+        model.load_state_dict(torch.load(a.init, map_location=dev), strict=False)
+        log(f"init from {a.init}")
+    n_par = sum(p.numel() for p in model.parameters())
+    log(f"trunk params {n_par / 1e6:.2f} M")
+    teacher = load_teacher(a.teacher, dev) if a.teacher and os.path.exists(a.teacher) else None
+    log("teacher:", "on (KL)" if teacher is not None else "off (CE only)")
+    data = Batches(a.data, a.seq, a.batch, a.seed + step, a.holdout)
+    amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
+    t0, last_ck = time.time(), time.time()
+    model.train()
+    while step < a.total_steps and time.time() - t0 < a.seconds:
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, a.total_steps, a.lr, a.warmup)
+        x = data.get(dev)
+        with amp:
+            out = model(input_ids=x, labels=x, output_router_logits=True, use_cache=False)
+            loss = out.loss   # CE + router_aux_loss_coef * load balancing
+            ce = loss - model.config.router_aux_loss_coef * out.aux_loss
+            kl = torch.zeros((), device=dev)
+            if teacher is not None:
+                with torch.no_grad():
+                    tl = teacher(input_ids=x).logits.float()
+                sl = out.logits.float()
+                kl = F.kl_div(F.log_softmax(sl, -1), F.log_softmax(tl, -1), log_target=True,
+                              reduction="none").sum(-1).mean()
+                loss = a.kl_w * kl + (1 - a.kl_w) * loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        if step % a.log_every == 0:
+            with torch.no_grad(), amp:
+                hx = data.get(dev, hold=True)
+                hce = model(input_ids=hx, labels=hx, use_cache=False).loss.item()
+            hist.append({"step": step, "t": time.time() - t0, "ce": ce.item(), "kl": kl.item(),
+                         "aux": out.aux_loss.item(), "held_ce": hce, "tokens": step * a.batch * a.seq})
+            log(json.dumps(hist[-1]))
+        if time.time() - last_ck > a.ckpt_every:
+            save_ckpt(ck, {"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "hist": hist})
+            last_ck = time.time()
+    save_ckpt(ck, {"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "hist": hist})
+    json.dump(hist, open(os.path.join(a.work, "trunk_hist.json"), "w"))
+    log(f"trunk done at step {step}")
+
+
+def cmd_mtp(a):
+    dev = torch.device(a.device)
+    torch.manual_seed(a.seed)
+    model = new_trunk(a.tiny).to(dev)
+    model.load_state_dict(torch.load(os.path.join(a.work, "trunk.pt"), map_location=dev)["model"])
+    model.eval().requires_grad_(False)
+    mtp = fm.MTPBlock(model.config).to(dev)
+    ck = os.path.join(a.work, "mtp.pt")
+    opt = torch.optim.AdamW(mtp.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    step, hist = 0, []
+    if os.path.exists(ck):
+        st = torch.load(ck, map_location=dev)
+        mtp.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
+        step, hist = st["step"], st["hist"]
+        log(f"resumed mtp at step {step}")
+    else:
+        fm.init_mtp(mtp, model, model.config.initializer_range)
+    data = Batches(a.data, a.seq, a.batch, a.seed + 17 + step, a.holdout)
+    amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
+    t0 = time.time()
+    while step < a.total_steps and time.time() - t0 < a.seconds:
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, a.total_steps, a.lr, a.warmup)
+        with amp:
+            loss, parts = fm.mtp_loss(model, mtp, data.get(dev), a.depth)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(mtp.parameters(), 1.0)
+        opt.step()
+        step += 1
+        if step % a.log_every == 0:
+            hist.append({"step": step, "t": time.time() - t0, "loss": loss.item(), "per_depth": parts})
+            log(json.dumps(hist[-1]))
+    save_ckpt(ck, {"model": mtp.state_dict(), "opt": opt.state_dict(), "step": step, "hist": hist})
+    json.dump(hist, open(os.path.join(a.work, "mtp_hist.json"), "w"))
+    log(f"mtp done at step {step}")
+
+
+# ---- packing: the state dicts as Q8_0-style int8 blocks so they fit the 16 MiB return files ----
+
+def _is_hc(name):
+    return "hyper_connection" in name
+
+
+def cmd_pack(a):
+    sd = {k: v for k, v in torch.load(os.path.join(a.work, "trunk.pt"), map_location="cpu")["model"].items()}
+    mp = os.path.join(a.work, "mtp.pt")
+    if os.path.exists(mp):
+        for k, v in torch.load(mp, map_location="cpu")["model"].items():
+            sd["mtp." + k] = v
+    sd.pop("lm_head.weight", None)   # tied to model.embed_tokens.weight
+    out = {}
+    for k, v in sd.items():
+        v = v.float()
+        if v.ndim >= 2 and not _is_hc(k) and v.numel() % 32 == 0 and v.shape[-1] % 32 == 0:
+            # Q8_0 blocks along the last (input) dim: d = amax/127 as fp16, q = round(x/d)
+            b = v.reshape(-1, 32)
+            d = (b.abs().amax(-1, keepdim=True) / 127).half()
+            q = torch.where(d.float() > 0, (b / d.float()).round(), torch.zeros_like(b)).clamp(-127, 127).to(torch.int8)
+            out[k + ".q8"] = q.reshape(v.shape)
+            out[k + ".d"] = d.reshape(*v.shape[:-1], v.shape[-1] // 32)
+        elif v.ndim >= 2:
+            out[k + ".bf16"] = v.bfloat16()
+        else:
+            out[k + ".f32"] = v
+    from safetensors.torch import save_file
+    os.makedirs(a.out, exist_ok=True)
+    shard, size, i = {}, 0, 0
+    for k in sorted(out):
+        nb = out[k].numel() * out[k].element_size()
+        if shard and size + nb > 15 * 2**20:
+            save_file(shard, os.path.join(a.out, f"pack-{i}.safetensors")); i += 1
+            shard, size = {}, 0
+        shard[k] = out[k].contiguous()
+        size += nb
+    save_file(shard, os.path.join(a.out, f"pack-{i}.safetensors"))
+    log(f"packed {len(sd)} tensors into {i + 1} files")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("cmd", choices=["gen", "trunk", "mtp", "pack"])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--tiny", action="store_true", help="CPU smoke-test geometry")
+    p.add_argument("--teacher", default="")
+    p.add_argument("--tok", default="")
+    p.add_argument("--data", default="")
+    p.add_argument("--work", default="")
+    p.add_argument("--out", default="")
+    p.add_argument("--init", default="")
+    p.add_argument("--seconds", type=float, default=60)
+    p.add_argument("--seed", type=int, default=0)
+    # gen
+    p.add_argument("--n-prompts", type=int, default=200000)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--max-new", type=int, default=320)
+    p.add_argument("--temp", type=float, default=0.8)
+    # trunk / mtp
+    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--warmup", type=int, default=100)
+    p.add_argument("--total-steps", type=int, default=3000)
+    p.add_argument("--kl-w", type=float, default=0.7)
+    p.add_argument("--holdout", type=float, default=0.01)
+    p.add_argument("--log-every", type=int, default=25)
+    p.add_argument("--ckpt-every", type=float, default=120)
+    p.add_argument("--depth", type=int, default=3)
+    a = p.parse_args()
+    {"gen": cmd_gen, "trunk": cmd_trunk, "mtp": cmd_mtp, "pack": cmd_pack}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
