@@ -25,6 +25,9 @@ impl ActRound {
             type_id::Q4_0 | type_id::Q4_1 | type_id::Q5_0 | type_id::Q5_1 | type_id::Q8_0 => {
                 ActRound::Q8Block32
             }
+            // IQ4_NL's vec_dot_type is Q8_0, Q2_K/Q3_K's Q8_K (ggml-cpu.c type_traits_cpu)
+            type_id::IQ4_NL => ActRound::Q8Block32,
+            type_id::Q2_K | type_id::Q3_K => ActRound::Q8Block256,
             type_id::Q4_K | type_id::Q5_K | type_id::Q6_K | type_id::IQ4_XS => ActRound::Q8Block256,
             // the i-quants' vec_dot_type is Q8_K too (ggml-cpu.c type_traits_cpu)
             type_id::IQ2_XXS | type_id::IQ2_XS | type_id::IQ3_XXS | type_id::IQ3_S => {

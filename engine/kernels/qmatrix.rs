@@ -15,7 +15,7 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum MatrixError {
-    #[error("{what}: ggml type {type_id} ({name}) has no matrix kernel (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ2_S, IQ1_S, IQ1_M)")]
+    #[error("{what}: ggml type {type_id} ({name}) has no matrix kernel (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ2_S, IQ1_S, IQ1_M)")]
     UnsupportedType {
         what: String,
         type_id: u32,
@@ -51,9 +51,12 @@ pub fn cfg_name(type_id: u32) -> Option<&'static str> {
         type_id::Q5_0 => "Q5_0",
         type_id::Q5_1 => "Q5_1",
         type_id::Q8_0 => "Q8_0",
+        type_id::Q2_K => "Q2_K",
+        type_id::Q3_K => "Q3_K",
         type_id::Q4_K => "Q4_K",
         type_id::Q5_K => "Q5_K",
         type_id::Q6_K => "Q6_K",
+        type_id::IQ4_NL => "IQ4_NL",
         type_id::IQ4_XS => "IQ4_XS",
         type_id::IQ2_S => "IQ2_S",
         type_id::IQ1_S => "IQ1_S",

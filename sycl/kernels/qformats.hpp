@@ -26,7 +26,8 @@ static inline uint32_t kq_u32(const uint8_t *p) {
 #if !defined(CFG_FMT_F32) && !defined(CFG_FMT_F16) && !defined(CFG_FMT_BF16) && \
     !defined(CFG_FMT_Q4_0) && !defined(CFG_FMT_Q4_1) && !defined(CFG_FMT_Q5_0) && \
     !defined(CFG_FMT_Q5_1) && !defined(CFG_FMT_Q8_0) && !defined(CFG_FMT_Q4_K) && \
-    !defined(CFG_FMT_Q5_K) && !defined(CFG_FMT_Q6_K) && !defined(CFG_FMT_IQ4_XS)
+    !defined(CFG_FMT_Q5_K) && !defined(CFG_FMT_Q6_K) && !defined(CFG_FMT_IQ4_XS) && \
+    !defined(CFG_FMT_Q2_K) && !defined(CFG_FMT_Q3_K) && !defined(CFG_FMT_IQ4_NL)
 // no format given (e.g. a tool building every source with no options): the output head's
 #define CFG_FMT_Q8_0
 #endif
@@ -199,11 +200,56 @@ static inline void decode(const uint8_t *blk, int lane, float *w) {
   }
 }
 
-#elif defined(CFG_FMT_IQ4_XS)
-// d f16, scales_h u16, scales_l[4], qs[128]; 8 sub-blocks of 32, 6-bit scale ls,
+#elif defined(CFG_FMT_Q2_K)
+// scales[16] (4-bit scale low, 4-bit min high, one per 16), qs[64] (2-bit), d, dmin f16 at 80.
+// Element e = 128h + 32j + l: q = (qs[32h + l] >> 2j) & 3, sub-block e / 16;
+// w = d * sc * q - dmin * m
+#define QK 256
+#define BLOCK_BYTES 84
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float d = kq_h2f(blk + 80), dmin = kq_h2f(blk + 82);
+  const uint8_t *qs = blk + 16;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {  // element lane + 16k: half k/8, shift 2((k%8)/2), sub-block k
+    const int sc = blk[k];
+    const float dl = d * (float)(sc & 0xF), ml = dmin * (float)(sc >> 4);
+    const int q = (qs[32 * (k / 8) + 16 * (k % 2) + lane] >> (2 * ((k % 8) / 2))) & 3;
+    w[k] = dl * (float)q - ml;
+  }
+}
+
+#elif defined(CFG_FMT_Q3_K)
+// hmask[32] (high bit), qs[64] (low 2 bits), scales[12] (sixteen 6-bit), d f16 at 108.
+// Element e = 128h + 32j + l: q = ((qs[32h + l] >> 2j) & 3) - (hmask[l] bit 4h+j ? 0 : 4),
+// sub-block e / 16 with ls: low 4 bits from scales[s] (s < 8, low nibble) or scales[s - 8]
+// (high nibble), top 2 bits from scales[8 + s%4] >> 2(s/4); w = d * (ls - 32) * q
+#define QK 256
+#define BLOCK_BYTES 110
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float d = kq_h2f(blk + 108);
+  const uint8_t *hm = blk, *qs = blk + 32, *sc = blk + 96;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {  // element lane + 16k: half k/8, j = (k%8)/2, sub-block k
+    const int h = k / 8, j = (k % 8) / 2, l = 16 * (k % 2) + lane;
+    const int lo = k < 8 ? (sc[k] & 0xF) : (sc[k - 8] >> 4);
+    const int ls = lo | (((sc[8 + k % 4] >> (2 * (k / 4))) & 3) << 4);
+    const float dl = d * (float)(ls - 32);
+    const int q = ((qs[32 * h + l] >> (2 * j)) & 3) - (((hm[l] >> (4 * h + j)) & 1) ? 0 : 4);
+    w[k] = dl * (float)q;
+  }
+}
+
+#elif defined(CFG_FMT_IQ4_XS) || defined(CFG_FMT_IQ4_NL)
+// IQ4_XS: d f16, scales_h u16, scales_l[4], qs[128]; 8 sub-blocks of 32, 6-bit scale ls,
 // w = d * (ls - 32) * kvalues[q] with ggml's non-linear 16-entry codebook.
+// IQ4_NL: d f16, qs[16] (byte j = element j low nibble, j + 16 high); w = d * kvalues[q].
+#if defined(CFG_FMT_IQ4_XS)
 #define QK 256
 #define BLOCK_BYTES 136
+#else
+#define QK 32
+#define BLOCK_BYTES 18
+#endif
 static inline int kq_iq4nl(int i) {
   // codebook as four 32-bit words: two selects and a per-lane variable shift, not a table
   // gather (and 32-bit, not 64-bit, lanes: one vector register per op)
@@ -214,6 +260,14 @@ static inline int kq_iq4nl(int i) {
   const uint32_t word = (i & 8) ? ((i & 4) ? w3 : w2) : ((i & 4) ? w1 : w0);
   return (int)(int8_t)(uint8_t)(word >> (8 * (i & 3)));
 }
+#if defined(CFG_FMT_IQ4_NL)
+static inline void decode(const uint8_t *blk, int lane, float *w) {
+  const float d = kq_h2f(blk);
+  const int q = blk[2 + lane];
+  w[0] = d * (float)kq_iq4nl(q & 0xF);  // element lane
+  w[1] = d * (float)kq_iq4nl(q >> 4);   // lane + 16
+}
+#else
 static inline void decode(const uint8_t *blk, int lane, float *w) {
   const float d = kq_h2f(blk);
   const uint32_t sh = *(const uint16_t *)(blk + 2);
@@ -227,6 +281,7 @@ static inline void decode(const uint8_t *blk, int lane, float *w) {
     w[2 * ib + 1] = dl * (float)kq_iq4nl(q >> 4);   // 32ib + 16 + lane
   }
 }
+#endif
 
 #else
 #error "matrix kernels: define exactly one CFG_FMT_<type>"
