@@ -37,7 +37,12 @@ impl BuildId {
         let data = std::fs::read(program)
             .with_context(|| format!("reading {} for its build id", program.display()))?;
         let sha = strata::synth::sha256_hex(&data);
-        let dir = program.parent().unwrap_or(Path::new("."));
+        // (for /proc/self/exe, the path it was started from, for the name and the git tree)
+        let shown = match program.starts_with("/proc") {
+            true => std::env::current_exe().unwrap_or_else(|_| program.to_path_buf()),
+            false => program.to_path_buf(),
+        };
+        let dir = shown.parent().unwrap_or(Path::new("."));
         let git = std::process::Command::new("git")
             .args(["describe", "--always", "--dirty", "--abbrev=7"])
             .current_dir(dir)
@@ -46,7 +51,7 @@ impl BuildId {
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
         Ok(BuildId {
-            program: program.display().to_string(),
+            program: shown.display().to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             sha256: sha[..16].to_string(),
             bytes: data.len() as u64,
@@ -487,8 +492,15 @@ pub async fn run(
     })
 }
 
-/// The strata executable to run the arms' engines with: this one.
+/// The strata executable to run the arms' engines with: this process's own file. On Linux that
+/// is `/proc/self/exe`, which stays the running binary even when a build replaces the file at
+/// its path during the A/B (cargo unlinks and relinks): every arm runs the same binary, the one
+/// the build id was taken of. Elsewhere, the path it was started from.
 pub fn this_program() -> Result<PathBuf> {
+    let proc = PathBuf::from("/proc/self/exe");
+    if proc.exists() {
+        return Ok(proc);
+    }
     std::env::current_exe().map_err(|e| anyhow!("cannot find the strata executable: {e}"))
 }
 
