@@ -184,6 +184,24 @@ const CASES: &[Case] = &[
         n_in: 2048,
     },
     Case {
+        label: "other Q2_K",
+        tid: ty::Q2_K,
+        n_out: 2048,
+        n_in: 2048,
+    },
+    Case {
+        label: "other Q3_K",
+        tid: ty::Q3_K,
+        n_out: 2048,
+        n_in: 2048,
+    },
+    Case {
+        label: "gemma3 up IQ4_NL",
+        tid: ty::IQ4_NL,
+        n_out: 2048,
+        n_in: 640,
+    },
+    Case {
         label: "other IQ4_XS",
         tid: ty::IQ4_XS,
         n_out: 2048,
