@@ -47,7 +47,10 @@ fn check_mmvq(name: &str, tid: u32, wb: &[u8], n_out: usize, n_in: usize, seed: 
     let (_ctx, q, k) = setup();
     let mut r = rng(seed);
     let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, wb).unwrap();
-    assert!(w.tiled.is_none() && w.buf.is_some(), "{name}: GGUF bytes only");
+    assert!(
+        w.tiled.is_none() && w.buf.is_some(),
+        "{name}: GGUF bytes only"
+    );
     let x = values(&mut r, 8 * n_in);
     let xd = q.upload(&x).unwrap();
     let mut yd = q.alloc::<f32>(8 * n_out).unwrap();
@@ -159,17 +162,37 @@ fn matmul_matches_reference() {
 fn real_rows_of_llama_quantize_output() {
     // tests/data/quant (README.md there: the commands): 8 rows each
     let cases: &[(&str, u32, usize)] = &[
-        ("smollm2-Q2_K_S.blk12.ffn_down.rows100-108.Q2_K.raw", type_id::Q2_K, 1536),
-        ("smollm2-Q2_K.blk12.ffn_down.rows100-108.Q3_K.raw", type_id::Q3_K, 1536),
-        ("smollm2-IQ4_NL.blk12.ffn_up.rows100-108.IQ4_NL.raw", type_id::IQ4_NL, 576),
-        ("gemma3-IQ4_NL.blk5.ffn_up.rows100-108.IQ4_NL.raw", type_id::IQ4_NL, 640),
+        (
+            "smollm2-Q2_K_S.blk12.ffn_down.rows100-108.Q2_K.raw",
+            type_id::Q2_K,
+            1536,
+        ),
+        (
+            "smollm2-Q2_K.blk12.ffn_down.rows100-108.Q3_K.raw",
+            type_id::Q3_K,
+            1536,
+        ),
+        (
+            "smollm2-IQ4_NL.blk12.ffn_up.rows100-108.IQ4_NL.raw",
+            type_id::IQ4_NL,
+            576,
+        ),
+        (
+            "gemma3-IQ4_NL.blk5.ffn_up.rows100-108.IQ4_NL.raw",
+            type_id::IQ4_NL,
+            640,
+        ),
     ];
     let dir = strata::paths::project_root().join("tests/data/quant");
     for &(file, tid, n_in) in cases {
         let name = quant::type_name(tid).unwrap();
         let wb = std::fs::read(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         let n_out = 8;
-        assert_eq!(wb.len(), quant::bytes_for(tid, n_out * n_in).unwrap(), "{file}");
+        assert_eq!(
+            wb.len(),
+            quant::bytes_for(tid, n_out * n_in).unwrap(),
+            "{file}"
+        );
         println!("{file}:");
         check_mmvq(name, tid, &wb, n_out, n_in, 31);
         check_matmul(name, tid, &wb, n_out, n_in, 40);
@@ -198,7 +221,10 @@ fn a_single_wrong_scale_is_seen() {
         k.mmvq(&q, &w.view(), &xd, &mut yd, 1).unwrap();
         let e = nmse(&q.to_vec(&yd).unwrap(), &reference);
         println!("mmvq {name:6} corrupted row 5: nmse vs the clean reference {e:.2e}");
-        assert!(e > BOUND, "{name}: corrupting row 5 went unnoticed (nmse {e:e})");
+        assert!(
+            e > BOUND,
+            "{name}: corrupting row 5 went unnoticed (nmse {e:e})"
+        );
     }
 }
 
@@ -213,7 +239,10 @@ fn opt_in_paths_decline_and_rounding_follows_ggml() {
             "{name}"
         );
         let wb = vec![0u8; quant::bytes_for(tid, 4 * 256).unwrap()];
-        assert!(qmatrix::repack(tid, &wb, 4, 256).is_none(), "{name}: no tiled copy");
+        assert!(
+            qmatrix::repack(tid, &wb, 4, 256).is_none(),
+            "{name}: no tiled copy"
+        );
         let w = QuantMatrix::upload(&q, name, tid, 4, 256, &wb).unwrap();
         let why = kreg_declines(&w.view()).expect("KREG declines");
         println!("{name}: KREG declines: {why}");
