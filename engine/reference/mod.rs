@@ -178,9 +178,21 @@ pub struct RefSession<'m> {
     keys: Vec<Vec<Vec<f32>>>,
     values: Vec<Vec<Vec<f32>>>,
     n_ctx: usize,
+    /// When Some, every token's per-layer states on the one residual stream are appended, named
+    /// as llama.cpp's graph names them (`inp_scaled`, `attn_norm-{il}`, `sa_out-{il}`,
+    /// `ffn_norm-{il}`, `l_out-{il}`, `result_norm`; each (n_embd,)), to compare layer by layer
+    /// with llama-eval-callback's dumps (docs/kld.md).
+    pub trace: Option<Vec<(String, Vec<f32>)>>,
 }
 
 impl<'m> RefSession<'m> {
+    /// Appends `v` under `name` when tracing.
+    fn record(&mut self, name: impl FnOnce() -> String, v: &[f32]) {
+        if let Some(t) = &mut self.trace {
+            t.push((name(), v.to_vec()));
+        }
+    }
+
     pub fn new(model: &'m RefModel, n_ctx: usize) -> Self {
         let n = model.cfg.n_layer;
         RefSession {
@@ -188,6 +200,7 @@ impl<'m> RefSession<'m> {
             keys: vec![Vec::new(); n],
             values: vec![Vec::new(); n],
             n_ctx,
+            trace: None,
         }
     }
 
@@ -231,6 +244,7 @@ impl<'m> RefSession<'m> {
                     *v *= m.cfg.embd_scale;
                 }
             }
+            self.record(|| "inp_scaled".into(), &x);
             let h = match m.cfg.residual {
                 Residual::Single => self.single(x, pos)?,
                 Residual::Hyper(hc) => self.hyper(x, hc.streams, pos)?,
@@ -247,14 +261,22 @@ impl<'m> RefSession<'m> {
         for (il, layer) in m.layers.iter().enumerate() {
             // the mixer's sublayer, then the FFN's
             let h = residual::read(&x, norm(&layer.mixer.read, il)?, eps);
+            self.record(|| format!("attn_norm-{il}"), &h);
             let o = self.mixer(il, &h, pos);
             residual::write(&mut x, o, layer.mixer.post_norm.as_deref(), eps);
+            self.record(|| format!("sa_out-{il}"), &x);
             let h = residual::read(&x, norm(&layer.ffn.read, il)?, eps);
+            self.record(|| format!("ffn_norm-{il}"), &h);
             let o = self.ffn(il, &h)?;
             residual::write(&mut x, o, layer.ffn.post_norm.as_deref(), eps);
+            self.record(|| format!("l_out-{il}"), &x);
         }
         match &m.head_read {
-            HeadRead::Norm(g) => Ok(residual::read(&x, g, eps)),
+            HeadRead::Norm(g) => {
+                let h = residual::read(&x, g, eps);
+                self.record(|| "result_norm".into(), &h);
+                Ok(h)
+            }
             HeadRead::Hyper(_) => Err(hyper_mismatch("the head")),
         }
     }
