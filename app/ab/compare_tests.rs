@@ -112,6 +112,7 @@ fn ab(arms: &[&str], spec_tokens: u32, runs: Vec<ArmRun>) -> AbRun {
         },
         started: "2026-12-03 10:00".into(),
         host: "test".into(),
+        load_avg: (None, None),
         runs,
         nll: vec![None; arms.len()],
         wall_s: 0.0,

@@ -180,7 +180,7 @@ pub fn table(run: &AbRun, cmp: &Comparison) -> String {
     let spec = &run.spec;
     let _ = writeln!(
         out,
-        "A/B {} on {} ({}), {} prompt(s) x -n {}, spec {}, {} round(s) A B A B, {}",
+        "A/B {} on {} ({}), {} prompt(s) x -n {}, spec {}, {} round(s) A B A B, {}{}",
         spec.arms
             .iter()
             .map(|a| a.name.as_str())
@@ -194,7 +194,8 @@ pub fn table(run: &AbRun, cmp: &Comparison) -> String {
         spec.n,
         spec.spec,
         spec.reps,
-        run.build.describe()
+        run.build.describe(),
+        load_words(run)
     );
     let _ = writeln!(out, "{}", line(&head.map(String::from)));
     for r in &rows {
@@ -269,6 +270,14 @@ fn slash(v: &[f64], prec: usize) -> String {
         .join(" / ")
 }
 
+/// `, load average 10.2 -> 11.0` (the machine's, at the start and the end).
+fn load_words(run: &AbRun) -> String {
+    match run.load_avg {
+        (Some(a), Some(b)) => format!(" (load average {a:.1} -> {b:.1})"),
+        _ => String::new(),
+    }
+}
+
 /// `card 0 weights 235.2 -> 257.0 MiB, engine rss 530.0 -> 555.7 MiB` (+ expert refusals).
 fn memory_change(base: &ArmSummary, a: &ArmSummary) -> String {
     let mut parts = Vec::new();
@@ -315,10 +324,11 @@ pub fn markdown(run: &AbRun, cmp: &Comparison, command: &str) -> String {
     );
     let _ = writeln!(
         md,
-        "Measured {} UTC on {}, {}, `{command}`: {} prompt(s), {} tokens each, {}, speculation {}, \
+        "Measured {} UTC on {}{}, {}, `{command}`: {} prompt(s), {} tokens each, {}, speculation {}, \
          {} rounds interleaved ({} ...), a fresh engine process per run, the same binary for every arm.\n",
         run.started,
         run.host,
+        load_words(run),
         run.build.describe(),
         spec.prompts.len(),
         spec.n,
@@ -446,6 +456,7 @@ pub fn json(run: &AbRun, cmp: &Comparison, command: &str) -> serde_json::Value {
         "command": command,
         "started": run.started,
         "host": run.host,
+        "load_avg": [run.load_avg.0, run.load_avg.1],
         "build": run.build,
         "spec": run.spec,
         "wall_s": run.wall_s,

@@ -117,6 +117,9 @@ pub struct AbRun {
     /// UTC, `YYYY-MM-DD HH:MM`.
     pub started: String,
     pub host: String,
+    /// The machine's 1-minute load average when the A/B started and when it ended (None where
+    /// `/proc/loadavg` cannot be read): on a shared machine, what the timings ran against.
+    pub load_avg: (Option<f64>, Option<f64>),
     /// In the order they ran: rep 0 arm 0, rep 0 arm 1, ..., rep 1 arm 0, ...
     pub runs: Vec<ArmRun>,
     /// Per arm, when the spec asks for it.
@@ -177,6 +180,16 @@ pub fn utc_now() -> String {
         rem / 3600,
         rem % 3600 / 60
     )
+}
+
+/// The 1-minute load average (`/proc/loadavg`).
+pub fn load_avg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 fn host() -> String {
@@ -461,6 +474,7 @@ pub async fn run(
     let t0 = Instant::now();
     let build = BuildId::of(program)?;
     let started = utc_now();
+    let load0 = load_avg();
     let mut runs = Vec::new();
     for rep in 0..spec.reps {
         for arm in 0..spec.arms.len() {
@@ -486,6 +500,7 @@ pub async fn run(
         build,
         started,
         host: host(),
+        load_avg: (load0, load_avg()),
         runs,
         nll,
         wall_s: t0.elapsed().as_secs_f64(),
