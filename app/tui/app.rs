@@ -20,10 +20,14 @@ use crate::client::ClientEvent;
 use crate::history::{ChatSettings, Conversation, SavedMessage, FORMAT_VERSION};
 use crate::presets::{Preset, PresetError};
 
+pub mod ab;
 mod config;
 mod context;
 mod overlays;
+mod scroll;
+pub use ab::{AbAction, AbState};
 pub use context::{ContextView, Cut, Marker};
+pub use scroll::Scroll;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum MsgStatus {
@@ -89,6 +93,8 @@ pub enum Overlay {
     Log {
         scroll: u16,
     },
+    /// The A/B pane (`App::ab`).
+    Ab,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,43 +129,9 @@ pub enum Action {
     ListConversations,
     /// Save this conversation and open the saved one with this id (`App::switch_conversation`).
     OpenConversation(String),
+    /// The A/B pane's engines, report and stored medians (app/ab.rs).
+    Ab(AbAction),
     Quit,
-}
-
-/// Scroll position of the conversation: following the bottom, or pinned at a top line.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Scroll {
-    pinned_top: Option<usize>,
-}
-
-impl Scroll {
-    pub fn following(&self) -> bool {
-        self.pinned_top.is_none()
-    }
-
-    /// First visible line for `total` lines in a view `height` high.
-    pub fn top(&self, total: usize, height: usize) -> usize {
-        let bottom = total.saturating_sub(height);
-        self.pinned_top.map_or(bottom, |t| t.min(bottom))
-    }
-
-    pub fn up(&mut self, n: usize, total: usize, height: usize) {
-        if total <= height {
-            return;
-        }
-        self.pinned_top = Some(self.top(total, height).saturating_sub(n));
-    }
-
-    /// Scrolling down to the bottom resumes following the stream.
-    pub fn down(&mut self, n: usize, total: usize, height: usize) {
-        let Some(t) = self.pinned_top else { return };
-        let next = t.min(total.saturating_sub(height)) + n;
-        self.pinned_top = (next < total.saturating_sub(height)).then_some(next);
-    }
-
-    pub fn follow_bottom(&mut self) {
-        self.pinned_top = None;
-    }
 }
 
 pub struct App {
@@ -219,6 +191,8 @@ pub struct App {
     /// The last user message was sent while the engine was starting or loading: it is generated
     /// for as soon as the engine reports `loaded` (one message at most).
     pub send_when_ready: bool,
+    /// The A/B pane: its arms, their engines' replies, the medians per flag set.
+    pub ab: AbState,
     pub quit: bool,
 }
 
@@ -261,6 +235,7 @@ impl App {
             next_gen: 1,
             current_gen: None,
             send_when_ready: false,
+            ab: AbState::default(),
             quit: false,
             log: Vec::new(),
             saved: ConvList::default(),
@@ -466,6 +441,7 @@ impl App {
             }
             Event::Window(w) => {
                 self.context_on_window(w.id, w.accepted);
+                self.ab_on_chat_window(&w);
                 self.metrics.on_window(&w)
             }
             Event::Context(c) => return self.on_context(c),
@@ -769,6 +745,8 @@ impl App {
             self.input.insert_str(text);
         } else if self.overlay == Overlay::Settings {
             self.settings_paste(text);
+        } else if self.overlay == Overlay::Ab {
+            self.ab.prompt.insert_str(text);
         }
     }
 
@@ -801,6 +779,7 @@ impl App {
                 self.log_key(k, scroll);
                 return Vec::new();
             }
+            Overlay::Ab => return self.ab_key(k),
             Overlay::None => {}
         }
         let (total, height) = self.chat_geometry.get();
@@ -837,6 +816,8 @@ impl App {
             KeyCode::Char('s') if ctrl => self.open_settings(),
             KeyCode::Char('g') if ctrl => self.overlay = Overlay::Log { scroll: 0 },
             KeyCode::Char('l') if ctrl => return self.retry_engine(),
+            KeyCode::Char('b') if ctrl => self.open_ab(),
+            KeyCode::F(2) => self.open_ab(),
             KeyCode::F(1) => self.overlay = Overlay::Help,
             KeyCode::Char('?') if self.input.is_empty() => self.overlay = Overlay::Help,
             KeyCode::Char(c) if !ctrl => self.input.insert(c),

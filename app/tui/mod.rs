@@ -1,6 +1,8 @@
 //! The terminal UI: a tokio event loop (keys, mouse, resize, engine events, a tick, a capped
 //! render rate) around [`app::App`], drawn by [`ui::draw`].
 
+pub mod ab_engines;
+pub mod ab_medians;
 pub mod app;
 pub mod conversations;
 pub mod flags;
@@ -19,6 +21,8 @@ pub mod ui;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ab;
 #[cfg(test)]
 mod tests_context;
 #[cfg(test)]
@@ -167,6 +171,8 @@ async fn run_async(opts: Options) -> Result<()> {
     let mut app = build_app(&opts, &history);
 
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<ClientEvent>();
+    let (ab_tx, mut ab_rx) = mpsc::unbounded_channel::<ab_engines::AbEvent>();
+    let mut ab = ab_engines::AbEngines::new(ab_tx);
     let client = EngineClient::start(Spawn::current_exe(app.active_flags.clone())?, ev_tx);
     match app.preset.load_request() {
         Ok(load) => client.send(Request::Load(load)),
@@ -209,6 +215,7 @@ async fn run_async(opts: Options) -> Result<()> {
     let mut dirty = true;
 
     while !app.quit {
+        ab.follow_conversation(&mut app, &history);
         let actions = tokio::select! {
             Some(ev) = key_rx.recv() => {
                 dirty = true;
@@ -220,6 +227,7 @@ async fn run_async(opts: Options) -> Result<()> {
                 }
             }
             Some(ev) = ev_rx.recv() => { dirty = true; app.apply_client(ev) }
+            Some(ev) = ab_rx.recv() => { dirty = true; ab.on_event(ev, &mut app, &history); Vec::new() }
             _ = tick.tick() => {
                 ticks += 1;
                 if ticks % STATS_EVERY_TICKS == 0 && matches!(app.engine, EngineState::Ready | EngineState::Generating(_)) {
@@ -239,10 +247,19 @@ async fn run_async(opts: Options) -> Result<()> {
             _ = sigint.recv() => { tracing::info!("SIGINT"); vec![Action::Save, Action::Quit] }
         };
         for a in actions {
-            perform(a, &mut app, &client, &history);
+            match a {
+                Action::Ab(_) => ab.perform(a, &mut app, &history),
+                Action::Save => {
+                    perform(a, &mut app, &client, &history);
+                    ab.save_medians(&mut app, &history);
+                }
+                a => perform(a, &mut app, &client, &history),
+            }
         }
     }
     stop_input.store(true, std::sync::atomic::Ordering::Relaxed);
+    ab.save_medians(&mut app, &history);
+    ab.shutdown_all().await;
     client.shutdown().await;
     // returned past the terminal guard (dropped with this frame), so main prints it on a
     // restored terminal and exits non-zero
@@ -365,6 +382,8 @@ fn perform(a: Action, app: &mut App, client: &EngineClient, history: &HistorySto
                 Err(e) => app.notify(Level::Error, strings::cannot_open(&id, &format!("{e:#}"))),
             }
         }
+        // the A/B pane's: the loop hands them to its `AbEngines`
+        Action::Ab(_) => {}
         Action::Quit => app.quit = true,
     }
 }

@@ -19,6 +19,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Ctrl+S", "settings: system prompt, sampling"),
     ("Ctrl+G", "messages: every notice and error, whole"),
     ("Ctrl+L", "restart the engine now"),
+    ("Ctrl+B, F2", "A/B pane: one prompt under two flag sets"),
     ("PgUp/PgDn, mouse wheel", "scroll the conversation"),
     ("Ctrl+End", "back to the bottom (follow the stream)"),
     ("? (empty input), F1", "this help"),
@@ -38,6 +39,7 @@ pub const HINTS: &[&str] = &[
     "Ctrl+P presets",
     "Ctrl+Y copy",
     "Ctrl+G messages",
+    "Ctrl+B A/B",
 ];
 pub const HINT_HELP: &str = "? help";
 pub const HINT_SEP: &str = " · ";
@@ -254,4 +256,88 @@ pub fn cannot_turn_on(flag: &str, why: &str) -> String {
 
 pub fn restarted(ms: f64) -> String {
     format!("engine restarted with the new flags in {ms:.0} ms")
+}
+
+// ---- the A/B pane (issue 29) ----
+
+pub const TITLE_AB: &str = " A/B: one prompt, two flag sets ";
+pub const AB_PROMPT: &str = "prompt ";
+/// After the arm picked for the next run when it is not the one shown running.
+pub const AB_NEXT: &str = "  (next run)";
+pub const AB_FOOTER: &str =
+    "Tab column · ↑/↓ arm · Enter run · Ctrl+E export report · Ctrl+U clear · Esc stop/close";
+pub const AB_STOPPED: &str = "A/B stopped: both engines shut down, the replies kept as they stand";
+pub const AB_BUSY: &str = "an A/B is running (Esc stops it)";
+pub const AB_NO_PROMPT: &str = "type the A/B's prompt first";
+pub const AB_NOTHING_TO_EXPORT: &str = "no finished A/B to export yet (both arms must answer)";
+pub const AB_MEMORY_UNKNOWN: &str =
+    "one arm after the other: the free memory is unknown (no /proc/meminfo)";
+pub const AB_IDENTICAL: &str = "identical";
+pub const AB_MEDIANS: &str = "per-window ms over this conversation, per flag set";
+pub const AB_NO_MEDIANS: &str = "no windows yet in this conversation";
+
+fn gib(b: u64) -> String {
+    format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+pub fn ab_parallel(per: u64, avail: u64) -> String {
+    format!(
+        "both arms at once: 2 engines × ~{} fit in {} available (they share the CPU: the ratio is \
+         under that load)",
+        gib(per),
+        gib(avail)
+    )
+}
+
+pub fn ab_sequential(per: u64, avail: u64) -> String {
+    format!(
+        "one arm after the other: 2 engines × ~{} would not fit in {} available",
+        gib(per),
+        gib(avail)
+    )
+}
+
+pub fn ab_refused(why: &str) -> String {
+    format!("A/B not started: {why}")
+}
+
+pub fn ab_arm_failed(arm: &str, why: &str) -> String {
+    format!("A/B arm {arm}: {why}")
+}
+
+pub fn ab_identical(tokens: usize) -> String {
+    format!("A/B: the replies are identical ({tokens} tokens)")
+}
+
+pub fn ab_parts(position: usize, a: &str, b: &str) -> String {
+    format!("A/B: the replies part at token {position}: {a:?} against {b:?}")
+}
+
+/// The column's divergence line: `▲ token 37: " blue"` (the other arm has `" the"`).
+pub fn ab_parts_here(position: usize, piece: &str) -> String {
+    format!("▲ parts at token {position}: {piece:?}")
+}
+
+pub fn ab_ratio(ratio: f64) -> String {
+    format!("B/A window ms {ratio:.3} ({:+.1}%)", 100.0 * (ratio - 1.0))
+}
+
+pub fn ab_window(median: f64, q1: f64, q3: f64, n: usize) -> String {
+    format!("window {median:.2} ms ({q1:.2}-{q3:.2}, {n} windows)")
+}
+
+pub fn ab_exported(md: &str, json: &str) -> String {
+    format!("A/B report written: {md} and {json}")
+}
+
+pub fn ab_export_failed(e: &str) -> String {
+    format!("A/B report not written: {e}")
+}
+
+pub fn ab_medians_bad(aside: &str, why: &str) -> String {
+    format!("the A/B medians file did not parse ({why}); kept as {aside}, starting a new one")
+}
+
+pub fn ab_medians_failed(e: &str) -> String {
+    format!("the A/B medians could not be saved: {e}")
 }

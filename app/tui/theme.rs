@@ -72,3 +72,12 @@ pub const MEM_OTHER: Style = Style::new().fg(Color::Gray);
 pub const MEM_RSS: Style = Style::new().fg(Color::Cyan);
 pub const FLAG_ON: Style = Style::new().fg(Color::Green).add_modifier(Modifier::BOLD);
 pub const FLAG_OFF: Style = Style::new().fg(Color::DarkGray);
+
+// The A/B pane.
+/// The token where the two arms' replies part, in both columns.
+pub const AB_PART: Style = Style::new()
+    .fg(Color::Black)
+    .bg(Color::Yellow)
+    .add_modifier(Modifier::BOLD);
+/// A reply's text after the parting token (no longer shared with the other arm).
+pub const AB_AFTER: Style = Style::new().fg(Color::LightYellow);

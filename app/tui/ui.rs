@@ -86,6 +86,7 @@ pub fn draw_screen(f: &mut Frame, app: &App) {
         Overlay::Conversations { cursor } => panes::conversations::render(app, f, area, cursor),
         Overlay::Settings => panes::settings::render(app, f, area),
         Overlay::Log { scroll } => panes::log::render(app, f, area, scroll),
+        Overlay::Ab => panes::ab::render(app, f, body),
     }
 }
 

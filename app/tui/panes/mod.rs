@@ -1,6 +1,7 @@
 //! One file per pane. Each `render` takes the app state and a frame area and draws; none changes
 //! state (the chat pane's line cache and geometry cell are interior, invisible to the app logic).
 
+pub mod ab;
 pub mod chat;
 pub mod conversations;
 pub mod devices;
