@@ -55,12 +55,16 @@ pub struct Args {
     /// Sampling temperature (default: the preset's, else 0 = greedy).
     #[arg(long)]
     pub temp: Option<f32>,
+    /// Top-k (0 = off; default: the preset's, else 40).
     #[arg(long)]
     pub top_k: Option<u32>,
+    /// Top-p (1 = off; default: the preset's, else 0.95).
     #[arg(long)]
     pub top_p: Option<f32>,
+    /// Min-p (0 = off; default: the preset's, else 0.05).
     #[arg(long)]
     pub min_p: Option<f32>,
+    /// Repeat penalty (1 = off; default: the preset's, else 1.1).
     #[arg(long)]
     pub repeat_penalty: Option<f32>,
     /// The sampler's seed, the same for every arm (default: the preset's, else 1).
