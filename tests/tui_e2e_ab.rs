@@ -86,6 +86,11 @@ fn ab_pane_in_a_real_terminal() {
         .then_some(())
     });
     tmux.keys(&["Enter"]);
+    // the replies stream into their columns
+    let s = tmux.wait("an arm streaming", 300, |s| {
+        s.contains("· generating (").then(|| s.to_string())
+    });
+    println!("{s}");
     let s = tmux.wait("both arms answered and parted", 300, |s| {
         (s.matches("▲ parts at token").count() == 2 && s.contains("B/A window ms"))
             .then(|| s.to_string())

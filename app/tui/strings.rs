@@ -273,6 +273,22 @@ pub const AB_NOTHING_TO_EXPORT: &str = "no finished A/B to export yet (both arms
 pub const AB_MEMORY_UNKNOWN: &str =
     "one arm after the other: the free memory is unknown (no /proc/meminfo)";
 pub const AB_IDENTICAL: &str = "identical";
+pub const AB_COLUMNS: [&str; 2] = ["A", "B"];
+pub const AB_WAITING: &str = "waiting for arm A (one after the other)";
+pub const AB_STARTING: &str = "starting its engine";
+pub const AB_LOADING: &str = "loading";
+pub const AB_DONE: &str = "done";
+pub const AB_ARM_STOPPED: &str = "stopped";
+/// Where a reply ended while the other arm's went on (the parting point).
+pub const AB_END: &str = "(end)";
+
+pub fn ab_generating(windows: usize) -> String {
+    format!("generating ({windows} windows)")
+}
+
+pub fn ab_failed(why: &str) -> String {
+    format!("failed: {why}")
+}
 pub const AB_MEDIANS: &str = "per-window ms over this conversation, per flag set";
 pub const AB_NO_MEDIANS: &str = "no windows yet in this conversation";
 

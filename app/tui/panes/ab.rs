@@ -55,23 +55,20 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
 
 fn phase_text(a: &ArmState) -> (String, ratatui::style::Style) {
     match &a.phase {
-        Phase::Waiting => ("waiting for arm A".into(), theme::DIM),
-        Phase::Starting => ("starting its engine".into(), theme::WARN),
-        Phase::Loading => ("loading".into(), theme::WARN),
-        Phase::Generating => (
-            format!("generating ({} windows)", a.windows.len()),
-            theme::WARN,
-        ),
-        Phase::Done => ("done".into(), theme::OK),
-        Phase::Failed(why) => (format!("failed: {why}"), theme::ERROR),
-        Phase::Stopped => ("stopped".into(), theme::DIM),
+        Phase::Waiting => (strings::AB_WAITING.into(), theme::DIM),
+        Phase::Starting => (strings::AB_STARTING.into(), theme::WARN),
+        Phase::Loading => (strings::AB_LOADING.into(), theme::WARN),
+        Phase::Generating => (strings::ab_generating(a.windows.len()), theme::WARN),
+        Phase::Done => (strings::AB_DONE.into(), theme::OK),
+        Phase::Failed(why) => (strings::ab_failed(why), theme::ERROR),
+        Phase::Stopped => (strings::AB_ARM_STOPPED.into(), theme::DIM),
     }
 }
 
 /// Column `i`: the arm (picker), its flags and engine, its window ms, where it parts, its text.
 fn column(app: &App, f: &mut Frame, area: Rect, i: usize) {
     let ab = &app.ab;
-    let label = ["A", "B"][i];
+    let label = strings::AB_COLUMNS[i];
     let picked = ab.choices.get(ab.pick[i]);
     let run = ab.run.as_ref();
     let state = run.map(|r| &r.arms[i]);
@@ -202,7 +199,7 @@ fn text_lines(text: &str, at: Option<(usize, usize)>) -> (Vec<Line<'static>>, Op
     // a reply that ended where the other went on: the end itself is the parting point
     if at.is_some() && part_line.is_none() {
         if let Some(l) = lines.last_mut() {
-            l.push(Span::styled("(end)", theme::AB_PART));
+            l.push(Span::styled(strings::AB_END, theme::AB_PART));
         }
         part_line = Some(lines.len() - 1);
     }
