@@ -82,6 +82,20 @@ if [ ! -f "$SMOL_HC" ] || [ "$(cat "$SMOL_HC.ok" 2>/dev/null)" != "$SMOL_HC_SHA2
   echo "$SMOL_HC_SHA256" > "$SMOL_HC.ok"
 fi
 
+# 3b. flash-mini (docs/flash-mini.md): the small trained qwen4exp, committed in the repo (35 MB,
+#     Q4_K_M with the hyper-connection tensors BF16). Its sha256 is checked once per recorded digest.
+FLASH=$PROJECT/assets/models/flash-mini-Q4_K_M.gguf
+FLASH_SHA256=a15a17eed423d49545183ccb5b65391b68e6a9fd04c5cbea81d128a9ed60df2b
+if [ "$(cat "$MODELS/flash-mini.ok" 2>/dev/null)" != "$FLASH_SHA256" ]; then
+  got=$(sha256sum "$FLASH" | cut -d' ' -f1)
+  if [ "$got" != "$FLASH_SHA256" ]; then
+    echo "setup: $FLASH has sha256 $got, recorded $FLASH_SHA256 (docs/flash-mini.md)" >&2
+    exit 1
+  fi
+  echo "$FLASH_SHA256" > "$MODELS/flash-mini.ok"
+fi
+ln -sf "$FLASH" "$MODELS/flash-mini-Q4_K_M.gguf"
+
 # 4. tmux: the terminal end-to-end test (tests/tui_e2e.rs) drives the real app in a tmux session.
 if ! command -v tmux >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -98,6 +112,7 @@ STRATA_SYCL_ROOT=$RT
 STRATA_MODEL_SMOLLM2=$MODELS/SmolLM2-135M-Instruct.Q4_1.gguf
 STRATA_MODEL_GEMMA3=$GEMMA
 STRATA_MODEL_SMOLLM2_HC=$SMOL_HC
+STRATA_MODEL_FLASH_MINI=$MODELS/flash-mini-Q4_K_M.gguf
 STRATA_PYTHON=$VENV/bin/python
 ENV
 say "runtime $(size "$RT"), project env $(size "$VENV"), models $(du -shL "$MODELS" | cut -f1); $(( $(date +%s) - t0 )) s"

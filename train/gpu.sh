@@ -38,3 +38,15 @@ stage3)
   cp $S/w/trunk_hist.json $S/w/mtp_hist.json $OUT/
   ;;
 esac
+# stage4 (stage3 trained the DeltaNet with transformers' default silu output gate, which
+# llama.cpp's qwen4exp cannot run: it hard-codes sigmoid): distil the stage3 weights (teacher:
+# silu gate) into the same weights with the sigmoid gate, then refit the MTP block on the new
+# trunk. Carries .gpu/d/pack (stage3's pack, xz) and .gpu/d/chat_sub.u16 (600k teacher tokens).
+if [ "$1" = stage4 ]; then
+  mkdir -p $S/pack4
+  python3 -c "import lzma,glob,os;[open('$S/pack4/'+os.path.basename(f)[:-3],'wb').write(lzma.open(f).read()) for f in glob.glob('.gpu/d/pack/*.xz')]"
+  python3 train/train.py trunk --data .gpu/d/chat_sub.u16 --work $S/w4 --init-pack $S/pack4 --teacher-gate silu --seconds ${TRUNK_S:-150} --total-steps ${STEPS:-450} --lr 4e-4 --warmup 20 --kl-w 0.9 --batch 64 --log-every 25
+  python3 train/train.py mtp --data .gpu/d/chat_sub.u16 --work $S/w4 --init-pack $S/pack4 --seconds ${MTP_S:-70} --total-steps ${MTP_STEPS:-600} --batch 32 --lr 3e-4 --warmup 20 --log-every 50
+  python3 train/train.py pack --work $S/w4 --out $OUT/pack
+  cp $S/w4/trunk_hist.json $OUT/trunk_hist_stage4.json; cp $S/w4/mtp_hist.json $OUT/mtp_hist_stage4.json
+fi

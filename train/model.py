@@ -29,11 +29,14 @@ EOS_ID = 2
 N_CTX = 4096
 
 
-def flash_mini_config(tiny: bool = False) -> Qwen4ExpTextConfig:
+def flash_mini_config(tiny: bool = False, gate: str = "sigmoid") -> Qwen4ExpTextConfig:
     """The seeds' layout at tens of millions of parameters.
 
     3 Gated DeltaNet : 1 full attention, S = 4 hyper-connection streams, 32 experts top 4 plus a
     gated shared expert, QSA keys on the attention layers, PLE off. `tiny` is the CPU smoke size.
+    `gate` is the DeltaNet output gate: llama.cpp's qwen4exp hard-codes sigmoid (the seeds'
+    model); transformers defaults to hidden_act (silu), which llama.cpp cannot run. The first
+    GPU run trained with silu by mistake; stage4 in gpu.sh distils it into sigmoid.
     """
     n_layer = 4 if tiny else 8
     return Qwen4ExpTextConfig(
@@ -54,6 +57,7 @@ def flash_mini_config(tiny: bool = False) -> Qwen4ExpTextConfig:
         moe_intermediate_size=32 if tiny else 96,
         shared_expert_intermediate_size=64 if tiny else 256,
         norm_topk_prob=True,
+        output_gate_type=gate,
         hc_count=4,
         hc_lowrank=16 if tiny else 64,
         ple_layer_ids=[],

@@ -89,10 +89,17 @@ class Batches:
         return torch.from_numpy(x).to(device)
 
 
-def new_trunk(tiny):
+def new_trunk(tiny, gate="sigmoid"):
     from transformers import Qwen4ExpForCausalLM
     fm.patch_indexer()
-    return Qwen4ExpForCausalLM(fm.flash_mini_config(tiny))
+    return Qwen4ExpForCausalLM(fm.flash_mini_config(tiny, gate))
+
+
+def load_pack(d, prefix=""):
+    """Weights from a pack dir (train.py pack), keys under `prefix` with the prefix removed."""
+    from export import unpack
+    return {k[len(prefix):]: v for k, v in unpack(d).items() if k.startswith(prefix) and
+            (prefix or not k.startswith("mtp."))}
 
 
 def lr_at(step, total, peak, warm):
@@ -122,12 +129,20 @@ def cmd_trunk(a):
         opt.load_state_dict(st["opt"])
         step, hist = st["step"], st["hist"]
         log(f"resumed at step {step}")
-    elif a.init and os.path.exists(a.init):
-        model.load_state_dict(torch.load(a.init, map_location=dev), strict=False)
-        log(f"init from {a.init}")
+    elif a.init_pack:
+        missing, unexpected = model.load_state_dict(load_pack(a.init_pack), strict=False)
+        assert set(missing) <= {"lm_head.weight"} and not unexpected, (missing, unexpected)
+        model.tie_weights()
+        log(f"init from {a.init_pack}")
     n_par = sum(p.numel() for p in model.parameters())
     log(f"trunk params {n_par / 1e6:.2f} M")
     teacher = load_teacher(a.teacher, dev) if a.teacher and os.path.exists(a.teacher) else None
+    if a.teacher_gate:
+        # the same weights with another DeltaNet output gate as the teacher (stage4)
+        teacher = new_trunk(a.tiny, a.teacher_gate)
+        teacher.load_state_dict(load_pack(a.init_pack), strict=False)
+        teacher.tie_weights()
+        teacher = teacher.to(device=dev, dtype=torch.bfloat16).eval()
     log("teacher:", "on (KL)" if teacher is not None else "off (CE only)")
     data = Batches(a.data, a.seq, a.batch, a.seed + step, a.holdout)
     amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
@@ -185,6 +200,9 @@ def cmd_mtp(a):
         opt.load_state_dict(st["opt"])
         step, hist = st["step"], st["hist"]
         log(f"resumed mtp at step {step}")
+    elif a.init_pack:
+        mtp.load_state_dict(load_pack(a.init_pack, "mtp."))
+        log(f"mtp init from {a.init_pack}")
     else:
         fm.init_mtp(mtp, model, model.config.initializer_range)
     data = Batches(a.data, a.seq, a.batch, a.seed + 17 + step, a.holdout)
@@ -259,7 +277,8 @@ def main():
     p.add_argument("--data", default="")
     p.add_argument("--work", default="")
     p.add_argument("--out", default="")
-    p.add_argument("--init", default="")
+    p.add_argument("--init-pack", default="", help="start from packed weights (fresh optimizer)")
+    p.add_argument("--teacher-gate", default="", help="teacher = --init-pack weights with this DeltaNet gate")
     p.add_argument("--seconds", type=float, default=60)
     p.add_argument("--seed", type=int, default=0)
     # gen
