@@ -87,8 +87,12 @@ fn ab_pane_in_a_real_terminal() {
     });
     tmux.keys(&["Enter"]);
     // the replies stream into their columns
-    let s = tmux.wait("an arm streaming", 300, |s| {
-        s.contains("· generating (").then(|| s.to_string())
+    let s = tmux.wait("an arm streaming (3 windows or more)", 300, |s| {
+        let streaming = s.split("· generating (").skip(1).any(|rest| {
+            let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            n.parse::<u32>().is_ok_and(|n| n >= 3)
+        });
+        streaming.then(|| s.to_string())
     });
     println!("{s}");
     let s = tmux.wait("both arms answered and parted", 300, |s| {
