@@ -42,9 +42,13 @@ fn drafts(a: &ArmSummary) -> String {
 }
 
 fn nll(a: &ArmSummary) -> String {
-    a.nll
-        .as_ref()
-        .map_or("-".into(), |n| format!("{:.4}", n.mean))
+    a.nll.as_ref().map_or("-".into(), |n| match &n.kld {
+        Some(k) => format!(
+            "{:.4} (KLD {:.6}, top-1 {:.2}%)",
+            n.mean, k.mean, k.same_top_p
+        ),
+        None => format!("{:.4}", n.mean),
+    })
 }
 
 /// Text shown in a cell: control characters visible (`\n`), at most `max` characters.
@@ -400,6 +404,13 @@ pub fn markdown(run: &AbRun, cmp: &Comparison, command: &str) -> String {
                 "- quality: teacher-forced NLL of {} tokens through the decode windows, same targets: {:.4} -> {:.4};",
                 x.tokens, b.mean, x.mean
             );
+            if let Some(k) = &x.kld {
+                let _ = writeln!(
+                    md,
+                    "- KL divergence from {}'s logits on that text (`strata nll --kld`, the second half of each chunk): mean {:.6} ± {:.6}, same top-1 {:.2}%;",
+                    base.name, k.mean, k.err, k.same_top_p
+                );
+            }
         }
         let out: Vec<String> = (0..spec.prompts.len())
             .map(|pi| {

@@ -107,6 +107,43 @@ pub struct NllResult {
     pub tokens: u64,
     /// The summary line as printed.
     pub line: String,
+    /// With `NllSpec::kld`, against the base arm's logits (None for the base itself).
+    pub kld: Option<KldResult>,
+}
+
+/// `strata nll --kld BASE` of one arm: its `KLD summary:` line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KldResult {
+    pub mean: f64,
+    pub err: f64,
+    /// Positions whose top-1 token is the base's, percent.
+    pub same_top_p: f64,
+    pub line: String,
+}
+
+/// How an arm takes part in the KLD: it writes the base file, or reads it.
+#[derive(Debug, Clone, Copy)]
+pub enum KldRole<'a> {
+    Base(&'a Path),
+    Against(&'a Path),
+}
+
+/// "KLD summary: mean 0.003127 ± 0.000076, same top p 96.080 %, RMS Δp ..., N positions".
+fn parse_kld(stdout: &str) -> Option<KldResult> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("KLD summary: "))?;
+    let rest = line.strip_prefix("KLD summary: mean ")?;
+    let (mean, rest) = rest.split_once(" ± ")?;
+    let (err, rest) = rest.split_once(", same top p ")?;
+    let (top, _) = rest.split_once(" %")?;
+    Some(KldResult {
+        mean: mean.trim().parse().ok()?,
+        err: err.trim().parse().ok()?,
+        same_top_p: top.trim().parse().ok()?,
+        line: line.trim().to_string(),
+    })
 }
 
 /// Everything measured; `compare::compare` reads it.
@@ -406,8 +443,15 @@ pub async fn run_arm(
     Ok(run)
 }
 
-/// `strata nll -m MODEL -f FILE --ctx C --windows W` with the arm's environment.
-pub async fn run_nll(program: &Path, model: &Path, nll: &NllSpec, arm: &Arm) -> Result<NllResult> {
+/// `strata nll -m MODEL -f FILE --ctx C --windows W [--kld-base F | --kld F]` with the arm's
+/// environment: the summary line on its stdout.
+async fn nll_child(
+    program: &Path,
+    model: &Path,
+    nll: &NllSpec,
+    arm: &Arm,
+    kld: Option<KldRole<'_>>,
+) -> Result<String> {
     let mut cmd = tokio::process::Command::new(program);
     cmd.arg("nll")
         .arg("-m")
@@ -420,6 +464,15 @@ pub async fn run_nll(program: &Path, model: &Path, nll: &NllSpec, arm: &Arm) -> 
             "--windows",
             &nll.windows.to_string(),
         ]);
+    match kld {
+        Some(KldRole::Base(f)) => {
+            cmd.arg("--kld-base").arg(f);
+        }
+        Some(KldRole::Against(f)) => {
+            cmd.arg("--kld").arg(f);
+        }
+        None => {}
+    }
     for (k, on) in arm.toggles() {
         if on {
             cmd.env(k, "1");
@@ -432,7 +485,7 @@ pub async fn run_nll(program: &Path, model: &Path, nll: &NllSpec, arm: &Arm) -> 
         .output()
         .await
         .with_context(|| format!("running {} nll", program.display()))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         bail!(
@@ -442,7 +495,31 @@ pub async fn run_nll(program: &Path, model: &Path, nll: &NllSpec, arm: &Arm) -> 
             err.lines().last().unwrap_or("")
         );
     }
-    parse_nll(&stdout).ok_or_else(|| anyhow!("strata nll printed no mean NLL: {stdout}"))
+    Ok(stdout)
+}
+
+/// The arm's NLL through the decode windows, and with a KLD role its KL divergence from the
+/// base (a second child: the KLD scores llama-perplexity's second halves, the NLL every token).
+pub async fn run_nll(
+    program: &Path,
+    model: &Path,
+    nll: &NllSpec,
+    arm: &Arm,
+    kld: Option<KldRole<'_>>,
+) -> Result<NllResult> {
+    let stdout = nll_child(program, model, nll, arm, None).await?;
+    let mut r =
+        parse_nll(&stdout).ok_or_else(|| anyhow!("strata nll printed no mean NLL: {stdout}"))?;
+    if let Some(role) = kld {
+        let out = nll_child(program, model, nll, arm, Some(role)).await?;
+        if let KldRole::Against(_) = role {
+            r.kld = Some(
+                parse_kld(&out)
+                    .ok_or_else(|| anyhow!("strata nll --kld printed no KLD summary"))?,
+            );
+        }
+    }
+    Ok(r)
 }
 
 /// The summary line of `strata nll`: "FILE: N tokens scored in ...: mean NLL X, perplexity ...".
@@ -461,6 +538,7 @@ fn parse_nll(stdout: &str) -> Option<NllResult> {
         mean,
         tokens,
         line: line.trim().to_string(),
+        kld: None,
     })
 }
 
@@ -482,10 +560,22 @@ pub async fn run(
         }
     }
     let mut nll = Vec::new();
-    for arm in &spec.arms {
+    // the base arm's logits for the KLD (llama-perplexity's file; removed at the end)
+    let kld_file = std::env::temp_dir().join(format!("strata-ab-{}.kld", std::process::id()));
+    for (i, arm) in spec.arms.iter().enumerate() {
         match &spec.nll {
             Some(n) => {
-                let r = run_nll(program, &spec.model, n, arm).await?;
+                let role = match (n.kld, i) {
+                    (false, _) => None,
+                    (true, 0) => Some(KldRole::Base(&kld_file)),
+                    (true, _) => Some(KldRole::Against(&kld_file)),
+                };
+                let r = run_nll(program, &spec.model, n, arm, role).await;
+                if r.is_err() || i + 1 == spec.arms.len() {
+                    // (a file that was never written is nothing to remove)
+                    let _ = std::fs::remove_file(&kld_file);
+                }
+                let r = r?;
                 progress(&Progress::Nll {
                     arm: arm.name.clone(),
                     result: r.clone(),
@@ -529,6 +619,9 @@ mod tests {
         let r = parse_nll(out).unwrap();
         assert_eq!((r.mean, r.tokens), (3.1397, 1022));
         assert!(parse_nll("nothing here").is_none());
+        let k = parse_kld("Same top p: 96.080 ± 0.610 %\nKLD summary: mean 0.003127 ± 0.000076, same top p 96.080 %, RMS Δp 1.140 %, max 0.023500, 99.0% 0.012200, median 0.002584, 1020 positions\n").unwrap();
+        assert_eq!((k.mean, k.err, k.same_top_p), (0.003127, 0.000076, 96.08));
+        assert!(parse_kld("KLD summary: nonsense").is_none());
     }
 
     #[test]

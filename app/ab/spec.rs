@@ -177,6 +177,10 @@ pub struct NllSpec {
     pub windows: u8,
     /// Chunk length in tokens.
     pub ctx: u32,
+    /// Also the KL divergence of each arm's logits from the base arm's over the same text
+    /// (`strata nll --kld-base` / `--kld`, issue 28: llama-perplexity's layout, second halves).
+    #[serde(default)]
+    pub kld: bool,
 }
 
 /// Everything the arms share.

@@ -80,6 +80,10 @@ pub struct Args {
     /// Chunk length for --nll.
     #[arg(long, default_value_t = 512)]
     pub nll_ctx: u32,
+    /// With --nll: also each arm's KL divergence from the base arm's logits on the same text and
+    /// its same-top-1 rate (`strata nll --kld-base` / `--kld`, llama-perplexity's layout).
+    #[arg(long)]
+    pub kld: bool,
     /// Write the report: FILE as Markdown and FILE with .json as JSON.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -152,7 +156,11 @@ fn spec_of(a: &Args) -> Result<RunSpec> {
         file,
         windows: a.nll_windows.unwrap_or((spec as u8 + 1).clamp(5, 8)),
         ctx: a.nll_ctx,
+        kld: a.kld,
     });
+    if a.kld && nll.is_none() {
+        bail!("--kld needs --nll TEXT (the text both arms' logits are taken on)");
+    }
     if let Some(n) = &nll {
         if !(1..=8).contains(&n.windows) {
             bail!("--nll-windows {}: 1 to 8", n.windows);
