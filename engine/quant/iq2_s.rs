@@ -95,9 +95,9 @@ impl QuantDot for Iq2S {
             for l in 0..4 {
                 let g = IQ2S_GRID[grid_index(&w, s, l)];
                 let sg = w.signs[4 * s + l];
-                for j in 0..8 {
+                for (j, &mask) in KMASK_IQ2XS.iter().enumerate() {
                     let v = grid8(g, j) as i32 * a.qs[32 * s + 8 * l + j] as i32;
-                    sumi[l / 2] += if sg & KMASK_IQ2XS[j] != 0 { -v } else { v };
+                    sumi[l / 2] += if sg & mask != 0 { -v } else { v };
                 }
             }
             let ls1 = 1 + 2 * (w.scales[s] & 0xF) as i64;
