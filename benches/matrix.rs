@@ -208,6 +208,30 @@ const CASES: &[Case] = &[
         n_in: 2048,
     },
     Case {
+        label: "other IQ2_XXS",
+        tid: ty::IQ2_XXS,
+        n_out: 2048,
+        n_in: 2048,
+    },
+    Case {
+        label: "other IQ2_XS",
+        tid: ty::IQ2_XS,
+        n_out: 2048,
+        n_in: 2048,
+    },
+    Case {
+        label: "other IQ3_XXS",
+        tid: ty::IQ3_XXS,
+        n_out: 2048,
+        n_in: 2048,
+    },
+    Case {
+        label: "other IQ3_S",
+        tid: ty::IQ3_S,
+        n_out: 2048,
+        n_in: 2048,
+    },
+    Case {
         label: "other BF16",
         tid: ty::BF16,
         n_out: 2048,
@@ -410,7 +434,16 @@ fn main() -> anyhow::Result<()> {
         let vals: Vec<f32> = (0..c.n_out * c.n_in)
             .map(|_| rng.gen::<f32>() - 0.5)
             .collect();
-        let bytes = quant::quantize_by_type(c.tid, &vals)?;
+        let bytes = match quant::quantize_by_type(c.tid, &vals) {
+            // the grid i-quants have no quantizer (they need an importance matrix): random
+            // blocks with sane f16 scales (d first), every one a valid block, time the same
+            Err(quant::QuantError::NoQuantizer { .. }) => {
+                let (elems, block_bytes) = quant::block_info(c.tid)?;
+                let n_blocks = c.n_out * c.n_in / elems;
+                quant::grids::random_blocks(&mut rng, n_blocks, block_bytes, 0)
+            }
+            r => r?,
+        };
         // STRATA_BENCH_POOL_MB: weight copies' total (default 256 MiB: cold; 1: hot, 3 copies)
         let pool = std::env::var("STRATA_BENCH_POOL_MB")
             .ok()

@@ -34,6 +34,23 @@ static inline uint32_t kq_u32_2(const uint8_t *p) {
 }
 static inline float kq_sign(uint32_t signs, int j) { return ((signs >> j) & 1u) ? -1.0f : 1.0f; }
 
+// Gathers avoided: a block's grid indices and sign words are the same for all 16 lanes (one
+// row per sub-group), so the two (IQ2) or four (IQ3) table entries a step k needs are uniform
+// loads, and each lane then selects its entry and byte (blends and shifts in 32-bit lanes).
+// The same integers and the same float expression as before: the same bits.
+// Byte j = 4 * hi + (sh / 8) of entry b (hb) or a, for the 8-byte IQ2 grids.
+static inline uint32_t kq_pick8(uint64_t a, uint64_t b, bool hb, bool hi, int sh) {
+  const uint32_t aw = hi ? (uint32_t)(a >> 32) : (uint32_t)a;
+  const uint32_t bw = hi ? (uint32_t)(b >> 32) : (uint32_t)b;
+  return ((hb ? bw : aw) >> sh) & 0xFFu;
+}
+// Byte sh / 8 of entry q (0..3) of four, for the 4-byte IQ3 grids.
+static inline uint32_t kq_pick4(uint32_t e0, uint32_t e1, uint32_t e2, uint32_t e3, int q,
+                                int sh) {
+  const uint32_t lo = (q & 1) ? e1 : e0, hi = (q & 1) ? e3 : e2;
+  return (((q & 2) ? hi : lo) >> sh) & 0xFFu;
+}
+
 #if defined(CFG_FMT_IQ2_XXS)
 // d f16, then per sub-block s of 32: u32 of 4 grid indices (byte g = 8-group g), u32 of 4 x 7
 // sign bits (ksigns index) + 4-bit scale at the top. w = (d * (0.5 + sc) * 0.25) * grid * sign.
@@ -41,17 +58,19 @@ static inline float kq_sign(uint32_t signs, int j) { return ((signs >> j) & 1u) 
 #define BLOCK_BYTES 66
 static inline void decode(const uint8_t *blk, int lane, float *w) {
   const float d = kq_h2f(blk);
-  const int j = lane & 7, h = lane >> 3;
+  const int j = lane & 7, sh = 8 * (lane & 3);
+  const bool hb = lane >= 8, hi = (lane & 4) != 0;
 #pragma unroll
   for (int s = 0; s < 8; ++s) {
     const uint32_t idx = kq_u32_2(blk + 2 + 8 * s), sg = kq_u32_2(blk + 6 + 8 * s);
     const float db = d * (0.5f + (float)(sg >> 28)) * 0.25f;
 #pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {  // element 32s + 16kk + lane: 8-group g = 2kk + h
-      const int g = 2 * kk + h;
-      const uint64_t grid = iq2xxs_grid[(idx >> (8 * g)) & 0xFFu];
-      const uint32_t signs = ksigns_iq2xs[(sg >> (7 * g)) & 127u];
-      w[2 * s + kk] = db * (float)(uint32_t)((grid >> (8 * j)) & 0xFFu) * kq_sign(signs, j);
+    for (int kk = 0; kk < 2; ++kk) {  // element 32s + 16kk + lane: 8-group 2kk + hb
+      const uint64_t ga = iq2xxs_grid[(idx >> (16 * kk)) & 0xFFu];
+      const uint64_t gb = iq2xxs_grid[(idx >> (16 * kk + 8)) & 0xFFu];
+      const uint32_t sa = ksigns_iq2xs[(sg >> (14 * kk)) & 127u];
+      const uint32_t sb = ksigns_iq2xs[(sg >> (14 * kk + 7)) & 127u];
+      w[2 * s + kk] = db * (float)kq_pick8(ga, gb, hb, hi, sh) * kq_sign(hb ? sb : sa, j);
     }
   }
 }
@@ -65,14 +84,15 @@ static inline void decode(const uint8_t *blk, int lane, float *w) {
   const float d = kq_h2f(blk);
   const uint16_t *qs = (const uint16_t *)(blk + 2);
   const uint8_t *sc = blk + 66;
-  const int j = lane & 7, h = lane >> 3;
+  const int j = lane & 7, sh = 8 * (lane & 3);
+  const bool hb = lane >= 8, hi = (lane & 4) != 0;
 #pragma unroll
-  for (int k = 0; k < 16; ++k) {  // element 16k + lane: 8-group 2k + h, scale nibble of 16k
+  for (int k = 0; k < 16; ++k) {  // element 16k + lane: 8-group 2k + hb, scale nibble of 16k
     const float db = d * (0.5f + (float)((sc[k >> 1] >> (4 * (k & 1))) & 0xF)) * 0.25f;
-    const uint32_t q = qs[2 * k + h];
-    const uint64_t grid = iq2xs_grid[q & 511u];
-    const uint32_t signs = ksigns_iq2xs[q >> 9];
-    w[k] = db * (float)(uint32_t)((grid >> (8 * j)) & 0xFFu) * kq_sign(signs, j);
+    const uint32_t qa = qs[2 * k], qb = qs[2 * k + 1];
+    const uint64_t ga = iq2xs_grid[qa & 511u], gb = iq2xs_grid[qb & 511u];
+    const uint32_t sa = ksigns_iq2xs[qa >> 9], sb = ksigns_iq2xs[qb >> 9];
+    w[k] = db * (float)kq_pick8(ga, gb, hb, hi, sh) * kq_sign(hb ? sb : sa, j);
   }
 }
 
@@ -84,17 +104,21 @@ static inline void decode(const uint8_t *blk, int lane, float *w) {
 static inline void decode(const uint8_t *blk, int lane, float *w) {
   const float d = kq_h2f(blk);
   const uint8_t *qs = blk + 2;
-  const int j = lane & 7, h = lane >> 3;
+  const int j = lane & 7, q = lane >> 2, sh = 8 * (lane & 3);
+  const bool hb = lane >= 8;
 #pragma unroll
   for (int s = 0; s < 8; ++s) {
     const uint32_t aux = kq_u32_2(blk + 66 + 4 * s);
     const float db = d * (0.5f + (float)(aux >> 28)) * 0.5f;
 #pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {  // element 32s + 16kk + lane: 4-group 8s + 4kk + lane/4
-      const int k = 2 * s + kk, g = 2 * kk + h;
-      const uint32_t grid = iq3xxs_grid[qs[4 * k + (lane >> 2)]];
-      const uint32_t signs = ksigns_iq2xs[(aux >> (7 * g)) & 127u];
-      w[k] = db * (float)((grid >> (8 * (lane & 3))) & 0xFFu) * kq_sign(signs, j);
+    for (int kk = 0; kk < 2; ++kk) {  // element 32s + 16kk + lane: 4-group 4k + q
+      const int k = 2 * s + kk;
+      const uint8_t *qk = qs + 4 * k;
+      const uint32_t e = kq_pick4(iq3xxs_grid[qk[0]], iq3xxs_grid[qk[1]], iq3xxs_grid[qk[2]],
+                                  iq3xxs_grid[qk[3]], q, sh);
+      const uint32_t sa = ksigns_iq2xs[(aux >> (14 * kk)) & 127u];
+      const uint32_t sb = ksigns_iq2xs[(aux >> (14 * kk + 7)) & 127u];
+      w[k] = db * (float)e * kq_sign(hb ? sb : sa, j);
     }
   }
 }
@@ -106,16 +130,20 @@ static inline void decode(const uint8_t *blk, int lane, float *w) {
 #define BLOCK_BYTES 110
 static inline void decode(const uint8_t *blk, int lane, float *w) {
   const float d = kq_h2f(blk);
-  const uint8_t *qs = blk + 2, *qh = blk + 66, *sg = blk + 74, *sc = blk + 106;
-  const int j = lane & 7, h = lane >> 3;
+  const uint8_t *qh = blk + 66, *sc = blk + 106;
+  const uint16_t *sg = (const uint16_t *)(blk + 74);  // sign bits of weights 16k..16k+15
+  const int q = lane >> 2, sh = 8 * (lane & 3);
 #pragma unroll
-  for (int k = 0; k < 16; ++k) {  // element 16k + lane: 4-group 4k + lane/4, sign byte 2k + h
+  for (int k = 0; k < 16; ++k) {  // element 16k + lane: 4-group 4k + q, sign bit 16k + lane
     const int s = k >> 1;
     const float db = d * (float)(1 + 2 * ((sc[s >> 1] >> (4 * (s & 1))) & 0xF));
-    const int qk = 4 * k + (lane >> 2);
-    const uint32_t idx = (uint32_t)qs[qk] | (((uint32_t)qh[s] >> (qk & 7)) & 1u) << 8;
-    const uint32_t grid = iq3s_grid[idx];
-    w[k] = db * (float)((grid >> (8 * (lane & 3))) & 0xFFu) * kq_sign(sg[2 * k + h], j);
+    const uint32_t q4 = kq_u32_2(blk + 2 + 4 * k);          // low index bytes of 4-groups 4k..
+    const uint32_t h9 = (uint32_t)qh[s] >> (4 * (k & 1));  // their 9th bits
+    const uint32_t e = kq_pick4(iq3s_grid[(q4 & 0xFFu) | ((h9 << 8) & 256u)],
+                                iq3s_grid[((q4 >> 8) & 0xFFu) | ((h9 << 7) & 256u)],
+                                iq3s_grid[((q4 >> 16) & 0xFFu) | ((h9 << 6) & 256u)],
+                                iq3s_grid[(q4 >> 24) | ((h9 << 5) & 256u)], q, sh);
+    w[k] = db * (float)e * kq_sign(sg[k], lane);
   }
 }
 
