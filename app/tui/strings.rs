@@ -282,6 +282,16 @@ pub const AB_ARM_STOPPED: &str = "stopped";
 /// Where a reply ended while the other arm's went on (the parting point).
 pub const AB_END: &str = "(end)";
 
+/// Under the columns, after the outcome: what the flags promise.
+pub const AB_BITWISE: &str = "bitwise flags: identical expected";
+pub const AB_NOT_BITWISE: &str = "not bitwise: may differ";
+pub const AB_OTHER_PROMPT_TOKENS: &str =
+    "the two engines ran other prompt tokens: the arms are not comparable";
+
+pub fn ab_bitwise_differs(flags: &str) -> String {
+    format!("arm B's flags are bitwise ({flags}), yet its reply differs from arm A's")
+}
+
 pub fn ab_generating(windows: usize) -> String {
     format!("generating ({windows} windows)")
 }

@@ -211,7 +211,10 @@ fn the_pane_opens_on_the_presets_ab_arms_and_picks_with_the_keys() {
     assert_eq!(app.ab.prompt.text(), "Why is the sky blue?");
     // the built-in arms, then the presets' named ones (the default preset's `unfused`)
     let names: Vec<&str> = app.ab.choices.iter().map(|a| a.name.as_str()).collect();
-    assert_eq!(names, ["default", "kreg", "hc-q8", "gr-fused", "vnni", "unfused"]);
+    assert_eq!(
+        names,
+        ["default", "kreg", "hc-q8", "gr-fused", "vnni", "unfused"]
+    );
     app.handle_key(key(KeyCode::Tab));
     app.handle_key(key(KeyCode::Up));
     assert_ne!(name(&app, 1), "unfused");
@@ -513,4 +516,33 @@ fn chat_windows_count_under_the_running_flags() {
     let id = send(&mut app, "Again");
     windows(&mut app, id, &[8.0], &[0]);
     assert_eq!(app.ab.medians.spread("STRATA_VNNI=1").unwrap().n, 1);
+}
+
+#[test]
+fn a_bitwise_arm_whose_reply_differs_is_a_warning() {
+    let mut app = ready_app();
+    app.handle_key(ctrl('b'));
+    app.ab_begin(
+        spec("default", "STRATA_FUSED=0"),
+        plan(92 * MIB, Some(20_000 * MIB)),
+    );
+    answer(&mut app, 0, 5001, &[], BASE, 12.0);
+    answer(&mut app, 1, 5002, &[], OTHER, 12.5);
+    app.ab_finish(&decode);
+    let o = app.ab.run.as_ref().unwrap().outcome.clone().unwrap();
+    assert!(o.bitwise);
+    assert_eq!(
+        o.warnings,
+        ["arm B's flags are bitwise (STRATA_FUSED=0), yet its reply differs from arm A's"]
+    );
+    let n = app.notice.clone().unwrap();
+    assert_eq!(n.level, super::app::Level::Warn);
+    let screen = format!("{:?}", draw(&app, 130, 40).backend());
+    assert!(screen.contains("⚠ arm B's flags are bitwise"), "{screen}");
+    // a non-bitwise arm that parts is no warning, and says what its flags promise
+    let app = parted();
+    let o = app.ab.run.as_ref().unwrap().outcome.clone().unwrap();
+    assert!(!o.bitwise && o.warnings.is_empty());
+    let screen = format!("{:?}", draw(&app, 130, 40).backend());
+    assert!(screen.contains("not bitwise: may differ"), "{screen}");
 }

@@ -176,6 +176,12 @@ pub struct Outcome {
     pub divergence: Option<Divergence>,
     /// Per arm: characters of its text before the differing token, and the token's characters.
     pub at: [(usize, usize); 2],
+    /// Every variable arm B changes keeps results bitwise (the flag registry): identical replies
+    /// are expected, and a divergence is a finding.
+    pub bitwise: bool,
+    /// What makes the comparison doubtful (`strata ab`'s checks that apply to one run): other
+    /// prompt tokens in the two engines, a bitwise arm whose reply differs.
+    pub warnings: Vec<String>,
 }
 
 /// One A/B: the spec both arms share and the arms' states.
@@ -578,15 +584,30 @@ impl App {
                 .map_or(0, |&t| decode(&[t]).chars().count());
             (before, len)
         };
+        let bitwise = r.arms[1].arm.bitwise_with(&r.arms[0].arm);
+        let mut warnings = Vec::new();
+        let prompt = |i: usize| r.arms[i].ids.as_ref().map(|x| &x.prompt);
+        if prompt(0) != prompt(1) {
+            warnings.push(strings::AB_OTHER_PROMPT_TOKENS.to_string());
+        }
+        if bitwise && divergence.is_some() {
+            warnings.push(strings::ab_bitwise_differs(&r.arms[1].arm.describe()));
+        }
         let outcome = Outcome {
             at: divergence
                 .as_ref()
                 .map_or([(0, 0); 2], |d| [at(base, d), at(other, d)]),
             divergence,
+            bitwise,
+            warnings,
         };
-        let text = match &outcome.divergence {
-            None => strings::ab_identical(base.len()),
-            Some(d) => strings::ab_parts(d.position, &d.base_piece, &d.arm_piece),
+        let (level, text) = match (&outcome.divergence, outcome.warnings.first()) {
+            (_, Some(w)) => (Level::Warn, w.clone()),
+            (None, None) => (Level::Info, strings::ab_identical(base.len())),
+            (Some(d), None) => (
+                Level::Info,
+                strings::ab_parts(d.position, &d.base_piece, &d.arm_piece),
+            ),
         };
         r.outcome = Some(outcome);
         let recs: Vec<(String, String, Vec<f64>)> = r
@@ -601,7 +622,7 @@ impl App {
             self.ab.medians.record(&key, &name, &ms);
         }
         self.ab.medians_dirty = true;
-        self.notify(Level::Info, text);
+        self.notify(level, text);
         vec![Action::Ab(AbAction::SaveMedians)]
     }
 

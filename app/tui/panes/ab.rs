@@ -22,11 +22,12 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let ab = &app.ab;
     let run = ab.run.as_ref();
     let medians = median_lines(app);
+    let summary_lines = summary_lines(run);
     let [prompt, note, cols, summary, med, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(1),
         Constraint::Fill(1),
-        Constraint::Length(1),
+        Constraint::Length(summary_lines.len() as u16),
         Constraint::Length(medians.len() as u16),
         Constraint::Length(1),
     ])
@@ -45,7 +46,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     for (i, area) in [a, bcol].into_iter().enumerate() {
         column(app, f, area, i);
     }
-    f.render_widget(Paragraph::new(summary_line(run)), summary);
+    f.render_widget(Paragraph::new(summary_lines), summary);
     f.render_widget(Paragraph::new(medians), med);
     f.render_widget(
         Paragraph::new(Span::styled(strings::AB_FOOTER, theme::DIM)),
@@ -207,15 +208,25 @@ fn text_lines(text: &str, at: Option<(usize, usize)>) -> (Vec<Line<'static>>, Op
 }
 
 /// `B/A window ms 1.020 (+2.0%) · the replies part at token 37` under the columns.
-fn summary_line(run: Option<&AbRunState>) -> Line<'static> {
+/// Then a row per warning (`Outcome::warnings`), in red.
+fn summary_lines(run: Option<&AbRunState>) -> Vec<Line<'static>> {
     let Some(r) = run else {
-        return Line::default();
+        return vec![Line::default()];
     };
     let mut spans = vec![Span::styled(
         r.ratio().map_or(String::new(), strings::ab_ratio),
         theme::VALUE,
     )];
     if let Some(o) = &r.outcome {
+        spans.push(Span::styled(" · ", theme::DIM));
+        spans.push(Span::styled(
+            if o.bitwise {
+                strings::AB_BITWISE
+            } else {
+                strings::AB_NOT_BITWISE
+            },
+            theme::LABEL,
+        ));
         spans.push(Span::styled(" · ", theme::DIM));
         spans.push(match &o.divergence {
             Some(d) => Span::styled(
@@ -225,7 +236,14 @@ fn summary_line(run: Option<&AbRunState>) -> Line<'static> {
             None => Span::styled(strings::ab_identical(d_len(r)), theme::OK),
         });
     }
-    sanitize::line(Line::from(spans))
+    let mut out = vec![sanitize::line(Line::from(spans))];
+    for w in r.outcome.iter().flat_map(|o| &o.warnings) {
+        out.push(Line::from(Span::styled(
+            format!("⚠ {}", sanitize::text(w)),
+            theme::ERROR,
+        )));
+    }
+    out
 }
 
 fn d_len(r: &AbRunState) -> usize {
