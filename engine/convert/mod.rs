@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::gguf::Gguf;
-use crate::synth::{Hashing, Sha256};
 pub use crate::synth::Written;
+use crate::synth::{Hashing, Sha256};
 
 pub use crate::gguf::HC_LLAMA_ARCH;
 pub use hc::{build as build_hc, Perturb};
