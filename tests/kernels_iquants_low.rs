@@ -8,11 +8,11 @@ mod support;
 use rand::Rng;
 use strata::kernels::{matrix_ref, QuantMatrix};
 use strata::quant::{grids, type_id};
-use support::matrix::{nmse, rng, setup, values};
+use support::matrix::{check_matmul, check_mmvq, nmse, rng, setup, values, PARITY_BOUND};
 
 /// f32 activations, weights decoded exactly: only f32 summation order is left (the bound of
 /// tests/kernels_mmvq.rs and kernels_matmul.rs).
-const BOUND: f64 = 1e-7;
+const BOUND: f64 = PARITY_BOUND;
 
 const FORMATS: &[(&str, u32)] = &[
     ("IQ2_S", type_id::IQ2_S),
@@ -45,67 +45,6 @@ fn random_weights(r: &mut rand::rngs::StdRng, tid: u32, n_out: usize, n_in: usiz
         }
         _ => unreachable!("not one of this file's formats"),
     }
-}
-
-/// mmvq at T = 1..8 on `wb` vs the reference; every row of a T-column call bitwise its one-column
-/// call. Returns the worst NMSE.
-fn check_mmvq(name: &str, tid: u32, wb: &[u8], n_out: usize, n_in: usize, seed: u64) -> f64 {
-    let (_ctx, q, k) = setup();
-    let mut r = rng(seed);
-    let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, wb).unwrap();
-    let x = values(&mut r, 8 * n_in);
-    let xd = q.upload(&x).unwrap();
-    let mut yd = q.alloc::<f32>(8 * n_out).unwrap();
-    let reference = matrix_ref(tid, wb, n_out, n_in, &x, 8).unwrap();
-    let mut single = Vec::new();
-    for t in 0..8 {
-        let xt = q.upload(&x[t * n_in..(t + 1) * n_in]).unwrap();
-        let mut yt = q.alloc::<f32>(n_out).unwrap();
-        k.mmvq(&q, &w.view(), &xt, &mut yt, 1).unwrap();
-        single.push(q.to_vec(&yt).unwrap());
-    }
-    let mut worst = 0f64;
-    let mut line = format!("mmvq {name:5} ({n_out:4}, {n_in:4}) nmse T=1..8:");
-    for t in 1..=8 {
-        q.upload_to(&yd, &vec![f32::NAN; 8 * n_out]).unwrap();
-        k.mmvq(&q, &w.view(), &xd, &mut yd, t).unwrap();
-        let y = q.to_vec(&yd).unwrap();
-        let e = nmse(&y[..t * n_out], &reference[..t * n_out]);
-        line += &format!(" {e:.1e}");
-        worst = worst.max(e);
-        assert!(e < BOUND, "{name} ({n_out}, {n_in}) T={t}: nmse {e:e}");
-        assert!(
-            y[t * n_out..].iter().all(|v| v.is_nan()),
-            "{name} T={t}: wrote past row {t}"
-        );
-        for (row, s) in single.iter().enumerate().take(t) {
-            let got = &y[row * n_out..(row + 1) * n_out];
-            let same = got.iter().zip(s).all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(
-                same,
-                "{name}: row {row} of a T={t} call differs from its one-column call"
-            );
-        }
-    }
-    println!("{line}  bitwise vs one-column calls: ok");
-    worst
-}
-
-/// matmul at `t` rows on `wb` vs the reference. Returns the NMSE.
-fn check_matmul(name: &str, tid: u32, wb: &[u8], n_out: usize, n_in: usize, t: usize) -> f64 {
-    let (_ctx, q, k) = setup();
-    let mut r = rng(0x6d6d ^ t as u64);
-    let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, wb).unwrap();
-    let x = values(&mut r, t * n_in);
-    let xd = q.upload(&x).unwrap();
-    let mut yd = q.alloc::<f32>(t * n_out).unwrap();
-    k.matmul(&q, &w.view(), &xd, &mut yd, t).unwrap();
-    let y = q.to_vec(&yd).unwrap();
-    let reference = matrix_ref(tid, wb, n_out, n_in, &x, t).unwrap();
-    let e = nmse(&y, &reference);
-    println!("matmul {name:5} ({n_out:4}, {n_in:4}) T={t:3}: nmse {e:.2e}");
-    assert!(e < BOUND, "{name} ({n_out}, {n_in}) T={t}: nmse {e:e}");
-    e
 }
 
 #[test]

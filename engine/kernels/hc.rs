@@ -136,19 +136,78 @@ fn check_type(what: &str, type_id: u32) -> Result<()> {
     }
 }
 
-/// Checks that `m` holds `rows` rows of `len` elements of its type.
-fn check_mat(what: &str, m: &HcMat, rows: usize, len: usize) -> Result<()> {
-    check_type(what, m.type_id)?;
+/// Checks that `m` holds `rows` rows of `len` elements of its type (any type: the default
+/// read's type list is `check_type`'s; the fast reads check theirs with `covers`).
+pub(super) fn check_rows(
+    op: &'static str,
+    what: &str,
+    m: &HcMat,
+    rows: usize,
+    len: usize,
+) -> Result<()> {
     let row = quant::bytes_for(m.type_id, len).map_err(|_| {
         SyclError::invalid(
-            OP,
+            op,
             format!(
                 "{what}: rows of {len} elements are not whole {} blocks",
                 quant::type_name(m.type_id).unwrap_or("?")
             ),
         )
     })?;
-    holds(OP, what, m.bytes, prod(OP, &[rows, row])?)
+    holds(op, what, m.bytes, prod(op, &[rows, row])?)
+}
+
+/// `check_rows` on a weight the default read decodes.
+fn check_mat(what: &str, m: &HcMat, rows: usize, len: usize) -> Result<()> {
+    check_type(what, m.type_id)?;
+    check_rows(OP, what, m, rows, len)
+}
+
+/// The per-row buffers of one read site, shared by the default and the fast reads (`run`'s
+/// arguments say what each holds).
+pub(super) struct SiteIo<'b> {
+    pub x: &'b DeviceBuffer<f32>, // (t, S, n)
+    pub pending: Option<(&'b DeviceBuffer<f32>, &'b DeviceBuffer<f32>)>, // (t, n), (t, S)
+    pub rs: &'b DeviceBuffer<f32>, // (t, S)
+    pub lo: &'b DeviceBuffer<f32>, // (t, r)
+    pub a_out: Option<&'b DeviceBuffer<f32>>, // (t, S)
+    pub mixed: &'b DeviceBuffer<f32>, // (t, n)
+}
+
+/// Checks the site's buffers against `c`'s geometry, and pairs the injection rows with
+/// `a_out`. Returns S * n (the read's column count) and the injection, if computed.
+pub(super) fn check_site<'a, 'b>(
+    op: &'static str,
+    c: &HcCall<'a>,
+    io: &SiteIo<'b>,
+) -> Result<(usize, Option<(HcMat<'a>, &'b DeviceBuffer<f32>)>)> {
+    let (n, s, r, t) = (c.n, c.streams, c.rank, c.t);
+    let k_cols = prod(op, &[s, n])?;
+    holds(op, "x", io.x, prod(op, &[t, k_cols])?)?;
+    if let Some((y, a)) = io.pending {
+        holds(op, "pending y", y, prod(op, &[t, n])?)?;
+        holds(op, "pending a", a, prod(op, &[t, s])?)?;
+    }
+    holds(op, "rs", io.rs, prod(op, &[t, s])?)?;
+    holds(op, "lo", io.lo, prod(op, &[t, r])?)?;
+    holds(op, "mixed", io.mixed, prod(op, &[t, n])?)?;
+    holds(op, "gamma", c.gamma, k_cols)?;
+    let inject = match (c.inject, io.a_out) {
+        (Some(m), Some(a)) => {
+            check_rows(op, "inject", &m, s, k_cols)?;
+            holds(op, "a_out", a, prod(op, &[t, s])?)?;
+            Some((m, a))
+        }
+        (None, Some(_)) => {
+            return Err(SyclError::invalid(
+                op,
+                "a_out given for a read without injection rows (the head mixer)",
+            ))
+        }
+        // (injection rows without a_out: not computed)
+        _ => None,
+    };
+    Ok((k_cols, inject))
 }
 
 impl HcRead {
@@ -237,33 +296,20 @@ impl HcRead {
         ensure(OP, t <= sc.rows, || {
             format!("{t} rows; the scratch takes {}", sc.rows)
         })?;
-        let k_cols = prod(OP, &[s, n])?;
-        holds(OP, "x", x, prod(OP, &[t, k_cols])?)?;
-        if let Some((y, a)) = pending {
-            holds(OP, "pending y", y, prod(OP, &[t, n])?)?;
-            holds(OP, "pending a", a, prod(OP, &[t, s])?)?;
-        }
-        holds(OP, "rs", rs, prod(OP, &[t, s])?)?;
-        holds(OP, "lo", lo, prod(OP, &[t, r])?)?;
-        holds(OP, "mixed", mixed, prod(OP, &[t, n])?)?;
-        holds(OP, "gamma", c.gamma, k_cols)?;
+        let io = SiteIo {
+            x,
+            pending,
+            rs,
+            lo,
+            a_out,
+            mixed,
+        };
+        let (k_cols, inject) = check_site(OP, c, &io)?;
         check_mat("down", &c.down, r, k_cols)?;
         check_mat("up", &c.up, k_cols, r)?;
-        let inject = match (c.inject, a_out) {
-            (Some(m), Some(a)) => {
-                check_mat("inject", &m, s, k_cols)?;
-                holds(OP, "a_out", a, prod(OP, &[t, s])?)?;
-                Some((m, a))
-            }
-            (None, Some(_)) => {
-                return Err(SyclError::invalid(
-                    OP,
-                    "a_out given for a read without injection rows (the head mixer)",
-                ))
-            }
-            // (injection rows without a_out: not computed)
-            _ => None,
-        };
+        if let Some((m, _)) = &inject {
+            check_type("inject", m.type_id)?;
+        }
         let n_inj = if inject.is_some() { s } else { 0 };
         let j_rows = r + n_inj;
         let c_slices = slices(n, s);

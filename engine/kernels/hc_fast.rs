@@ -33,7 +33,7 @@
 //! ```
 
 use super::float_args::{ensure, holds, int, prod};
-use super::hc::{HcCall, HcMat, HcRead, HcScratch};
+use super::hc::{check_rows, check_site, HcCall, HcRead, HcScratch, SiteIo};
 use crate::quant::{self, type_id, QuantError};
 use crate::sycl::{
     kernels, Arg, Context, DeviceBuffer, DeviceType, Kernel, NdRange, Queue, Result, SyclError,
@@ -525,16 +525,15 @@ impl HcFast {
                 sc.n, sc.s, sc.r
             )
         })?;
-        let k_cols = prod(OP, &[s, n])?;
-        holds(OP, "x", x, prod(OP, &[t, k_cols])?)?;
-        if let Some((y, a)) = pending {
-            holds(OP, "pending y", y, prod(OP, &[t, n])?)?;
-            holds(OP, "pending a", a, prod(OP, &[t, s])?)?;
-        }
-        holds(OP, "rs", rs, prod(OP, &[t, s])?)?;
-        holds(OP, "lo", lo, prod(OP, &[t, r])?)?;
-        holds(OP, "mixed", mixed, prod(OP, &[t, n])?)?;
-        holds(OP, "gamma", rd.gamma, k_cols)?;
+        let io = SiteIo {
+            x,
+            pending,
+            rs,
+            lo,
+            a_out,
+            mixed,
+        };
+        let (k_cols, inject) = check_site(OP, rd, &io)?;
         // the weights: the Q8_0 copies, or the stored bytes
         let (wd, wu, w_fmt) = match c.q8 {
             Some(q8) => {
@@ -546,25 +545,10 @@ impl HcFast {
                 ensure(OP, rd.down.type_id == rd.up.type_id, || {
                     "the fused read takes W_down and W_up of one type".into()
                 })?;
-                check_mat("down", &rd.down, r, k_cols)?;
-                check_mat("up", &rd.up, k_cols, r)?;
+                check_rows(OP, "down", &rd.down, r, k_cols)?;
+                check_rows(OP, "up", &rd.up, k_cols, r)?;
                 (rd.down.bytes, rd.up.bytes, rd.down.type_id)
             }
-        };
-        let inject = match (rd.inject, a_out) {
-            (Some(m), Some(a)) => {
-                check_mat("inject", &m, s, k_cols)?;
-                holds(OP, "a_out", a, prod(OP, &[t, s])?)?;
-                Some((m, a))
-            }
-            (None, Some(_)) => {
-                return Err(SyclError::invalid(
-                    OP,
-                    "a_out given for a read without injection rows (the head mixer)",
-                ))
-            }
-            // (injection rows without a_out: not computed)
-            _ => None,
         };
         let n_inj = if inject.is_some() { s } else { 0 };
         let groups = s * (n / geo.slab);
@@ -675,18 +659,4 @@ impl HcFast {
             }
         }
     }
-}
-
-/// Checks that `m` holds `rows` rows of `len` elements of its type.
-fn check_mat(what: &str, m: &HcMat, rows: usize, len: usize) -> Result<()> {
-    let row = quant::bytes_for(m.type_id, len).map_err(|_| {
-        SyclError::invalid(
-            OP,
-            format!(
-                "{what}: rows of {len} elements are not whole {} blocks",
-                quant::type_name(m.type_id).unwrap_or("?")
-            ),
-        )
-    })?;
-    holds(OP, what, m.bytes, prod(OP, &[rows, row])?)
 }

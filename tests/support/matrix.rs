@@ -1,7 +1,7 @@
 //! Shared by the matrix-kernel parity tests: device setup, random weights per format, NMSE.
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use strata::kernels::{MatrixKernels, QuantMatrix};
+use strata::kernels::{matrix_ref, MatrixKernels, QuantMatrix};
 use strata::quant::{self, type_id};
 use strata::sycl::{self, Context, DeviceBuffer, Queue};
 
@@ -106,4 +106,78 @@ pub fn bits_differ(a: &[f32], b: &[f32]) -> usize {
         .zip(b)
         .filter(|(x, y)| x.to_bits() != y.to_bits())
         .count()
+}
+
+/// NMSE bound of the matrix kernels against the f64 reference (the new formats' parity tests).
+pub const PARITY_BOUND: f64 = 1e-7;
+
+/// mmvq at T = 1..8 on `wb` vs the reference; every row of a T-column call bitwise its one-column
+/// call. Returns the worst NMSE.
+pub fn check_mmvq(name: &str, tid: u32, wb: &[u8], n_out: usize, n_in: usize, seed: u64) -> f64 {
+    let (_ctx, q, k) = setup();
+    let mut r = rng(seed);
+    let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, wb).unwrap();
+    assert!(
+        w.tiled.is_none() && w.buf.is_some(),
+        "{name}: GGUF bytes only"
+    );
+    let x = values(&mut r, 8 * n_in);
+    let xd = q.upload(&x).unwrap();
+    let mut yd = q.alloc::<f32>(8 * n_out).unwrap();
+    let reference = matrix_ref(tid, wb, n_out, n_in, &x, 8).unwrap();
+    let mut single = Vec::new();
+    for t in 0..8 {
+        let xt = q.upload(&x[t * n_in..(t + 1) * n_in]).unwrap();
+        let mut yt = q.alloc::<f32>(n_out).unwrap();
+        k.mmvq(&q, &w.view(), &xt, &mut yt, 1).unwrap();
+        single.push(q.to_vec(&yt).unwrap());
+    }
+    let mut worst = 0f64;
+    let mut line = format!("mmvq {name:6} ({n_out:4}, {n_in:4}) nmse T=1..8:");
+    for t in 1..=8 {
+        q.upload_to(&yd, &vec![f32::NAN; 8 * n_out]).unwrap();
+        k.mmvq(&q, &w.view(), &xd, &mut yd, t).unwrap();
+        let y = q.to_vec(&yd).unwrap();
+        let e = nmse(&y[..t * n_out], &reference[..t * n_out]);
+        line += &format!(" {e:.1e}");
+        worst = worst.max(e);
+        assert!(
+            e < PARITY_BOUND,
+            "{name} ({n_out}, {n_in}) T={t}: nmse {e:e}"
+        );
+        assert!(
+            y[t * n_out..].iter().all(|v| v.is_nan()),
+            "{name} T={t}: wrote past row {t}"
+        );
+        for (row, s) in single.iter().enumerate().take(t) {
+            let got = &y[row * n_out..(row + 1) * n_out];
+            let same = got.iter().zip(s).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same,
+                "{name}: row {row} of a T={t} call differs from its one-column call"
+            );
+        }
+    }
+    println!("{line}  bitwise vs one-column calls: ok");
+    worst
+}
+
+/// matmul at `t` rows on `wb` vs the reference. Returns the NMSE.
+pub fn check_matmul(name: &str, tid: u32, wb: &[u8], n_out: usize, n_in: usize, t: usize) -> f64 {
+    let (_ctx, q, k) = setup();
+    let mut r = rng(0x6d6d ^ t as u64);
+    let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, wb).unwrap();
+    let x = values(&mut r, t * n_in);
+    let xd = q.upload(&x).unwrap();
+    let mut yd = q.alloc::<f32>(t * n_out).unwrap();
+    k.matmul(&q, &w.view(), &xd, &mut yd, t).unwrap();
+    let y = q.to_vec(&yd).unwrap();
+    let reference = matrix_ref(tid, wb, n_out, n_in, &x, t).unwrap();
+    let e = nmse(&y, &reference);
+    println!("matmul {name:6} ({n_out:4}, {n_in:4}) T={t:3}: nmse {e:.2e}");
+    assert!(
+        e < PARITY_BOUND,
+        "{name} ({n_out}, {n_in}) T={t}: nmse {e:e}"
+    );
+    e
 }
