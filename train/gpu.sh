@@ -8,7 +8,7 @@
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 S=/root/fm; mkdir -p $S
-if [ -d .gpu/w ]; then
+if [ -d .gpu/w ] && [ ! -d $S/site/transformers ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $S/site .gpu/w/*.whl
 fi
 export PYTHONPATH=$S/site
@@ -49,4 +49,24 @@ if [ "$1" = stage4 ]; then
   python3 train/train.py mtp --data .gpu/d/chat_sub.u16 --work $S/w4 --init-pack $S/pack4 --seconds ${MTP_S:-70} --total-steps ${MTP_STEPS:-600} --batch 32 --lr 3e-4 --warmup 20 --log-every 50
   python3 train/train.py pack --work $S/w4 --out $OUT/pack
   cp $S/w4/trunk_hist.json $OUT/trunk_hist_stage4.json; cp $S/w4/mtp_hist.json $OUT/mtp_hist_stage4.json
+fi
+
+# stage5: the MTP block refit on the shipped trunk (unchanged) with the KL to the trunk's own
+# next-token distribution (train.py mtp --self-kl), so drafts match what greedy verification
+# accepts. The working tree already fills most of a call's 64 MiB, so the stage4 pack travels
+# over several calls: `stash` copies .gpu/{p,q0,q1,q2}/* (a pack file each) and .gpu/data/*.xz into
+# $S; the last call checks the pack against .gpu/p5.sha256 and trains. Back: pack-mtp only.
+if [ "$1" = stash ] || [ "$1" = stage5 ]; then
+  mkdir -p $S/pack5
+  for d in .gpu/p .gpu/q0 .gpu/q1 .gpu/q2; do if [ -d $d ]; then cp $d/* $S/pack5/; fi; done
+  if [ -f .gpu/data/chat.u16.xz ]; then xz -dc .gpu/data/chat.u16.xz > $S/chat.u16; fi
+  ls -la $S/pack5 $S/chat.u16 2>/dev/null || true
+fi
+if [ "$1" = stage5 ]; then
+  mkdir -p $S/w5
+  (cd $S/pack5 && sha256sum -c) < .gpu/p5.sha256
+  python3 train/train.py mtp --data $S/chat.u16 --work $S/w5 --init-pack $S/pack5 --self-kl ${SELF_KL:-0.8} \
+      --seconds ${MTP_S:-330} --total-steps ${MTP_STEPS:-2400} --batch 32 --lr ${MTP_LR:-5e-4} --warmup 50 --log-every 100
+  python3 train/train.py pack --work $S/w5 --out $OUT/pack --only-mtp
+  cp $S/w5/mtp_hist.json $OUT/mtp_hist_stage5.json
 fi

@@ -168,19 +168,24 @@ def trunk_hidden(trunk, input_ids):
     return out.logits, store["h"]
 
 
-def mtp_loss(trunk, mtp, input_ids, depth: int):
+def mtp_loss(trunk, mtp, input_ids, depth: int, self_kl: float = 0.0):
     """MTP loss on the frozen trunk's hidden streams, chained `depth` steps as llama.cpp drafts.
 
     Step k (1-based) at position p reads h_{k-1}[p] (h_0 = trunk residual) and the embedding of
-    token p+k, and predicts token p+k+1. Returns (total loss, per-step losses).
+    token p+k, and predicts token p+k+1. With `self_kl` > 0 the loss mixes in the KL divergence
+    to the trunk's own distribution at p+k (which also predicts p+k+1): greedy speculative
+    decoding accepts a draft when it equals the trunk's argmax, so the trunk, not the data's
+    sampled token, is what a draft has to match. Returns (total loss, per-step losses, per-step
+    top-1 agreement with the trunk, mean accepted run length of the `depth` chained drafts).
     """
     b, t = input_ids.shape
     with torch.no_grad():
-        _, h = trunk_hidden(trunk, input_ids)
+        tl, h = trunk_hidden(trunk, input_ids)
         emb = trunk.model.embed_tokens(input_ids)
     pos = torch.arange(t, device=input_ids.device)[None].expand(b, -1)
     cos_sin = trunk.model.rotary_emb(emb, pos[None].expand(3, -1, -1))
-    losses = []
+    losses, agree, run = [], [], None
+    tt_min = t - depth - 1
     for k in range(1, depth + 1):
         tt = t - k - 1                                    # positions with a target
         hk = h[:, :tt]
@@ -189,6 +194,17 @@ def mtp_loss(trunk, mtp, input_ids, depth: int):
         hk, mixed = mtp(hk, ek, pe, causal_mask(b, tt, input_ids.device))
         logits = trunk.lm_head(mixed).float()
         tgt = input_ids[:, k + 1:k + 1 + tt]
-        losses.append(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1)))
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
+        with torch.no_grad():
+            tk = tl[:, k:k + tt].float()                  # trunk rows p+k: predict p+k+1
+            hit = (logits.argmax(-1) == tk.argmax(-1))[:, :tt_min]
+            run = hit.float() if run is None else run * hit.float()
+            agree.append(hit.float().mean().item())
+            run_sum = run if k == 1 else run_sum + run
+        if self_kl > 0:
+            kl = F.kl_div(F.log_softmax(logits, -1), F.log_softmax(tk, -1), log_target=True,
+                          reduction="none").sum(-1).mean()
+            loss = self_kl * kl + (1 - self_kl) * loss
+        losses.append(loss)
         h = hk
-    return sum(losses) / len(losses), [x.item() for x in losses]
+    return sum(losses) / len(losses), [x.item() for x in losses], agree, run_sum.mean().item()

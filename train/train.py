@@ -188,7 +188,14 @@ def cmd_mtp(a):
     dev = torch.device(a.device)
     torch.manual_seed(a.seed)
     model = new_trunk(a.tiny).to(dev)
-    model.load_state_dict(torch.load(os.path.join(a.work, "trunk.pt"), map_location=dev)["model"])
+    tp = os.path.join(a.work, "trunk.pt")
+    if os.path.exists(tp):
+        model.load_state_dict(torch.load(tp, map_location=dev)["model"])
+    else:
+        # the shipped trunk itself (stage5: the MTP block refit on it, the trunk unchanged)
+        missing, unexpected = model.load_state_dict(load_pack(a.init_pack), strict=False)
+        assert set(missing) <= {"lm_head.weight"} and not unexpected, (missing, unexpected)
+        model.tie_weights()
     model.eval().requires_grad_(False)
     mtp = fm.MTPBlock(model.config).to(dev)
     ck = os.path.join(a.work, "mtp.pt")
@@ -212,14 +219,18 @@ def cmd_mtp(a):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, a.total_steps, a.lr, a.warmup)
         with amp:
-            loss, parts = fm.mtp_loss(model, mtp, data.get(dev), a.depth)
+            loss, parts, agree, accepted = fm.mtp_loss(model, mtp, data.get(dev), a.depth, a.self_kl)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(mtp.parameters(), 1.0)
         opt.step()
         step += 1
         if step % a.log_every == 0:
-            hist.append({"step": step, "t": time.time() - t0, "loss": loss.item(), "per_depth": parts})
+            with torch.no_grad(), amp:
+                _, hparts, hagree, hacc = fm.mtp_loss(model, mtp, data.get(dev, hold=True), a.depth, a.self_kl)
+            hist.append({"step": step, "t": time.time() - t0, "loss": loss.item(), "per_depth": parts,
+                         "top1_vs_trunk": agree, "accepted": accepted, "held_top1": hagree,
+                         "held_accepted": hacc})
             log(json.dumps(hist[-1]))
     save_ckpt(ck, {"model": mtp.state_dict(), "opt": opt.state_dict(), "step": step, "hist": hist})
     json.dump(hist, open(os.path.join(a.work, "mtp_hist.json"), "w"))
@@ -233,7 +244,7 @@ def _is_hc(name):
 
 
 def cmd_pack(a):
-    sd = {k: v for k, v in torch.load(os.path.join(a.work, "trunk.pt"), map_location="cpu")["model"].items()}
+    sd = {} if a.only_mtp else dict(torch.load(os.path.join(a.work, "trunk.pt"), map_location="cpu")["model"])
     mp = os.path.join(a.work, "mtp.pt")
     if os.path.exists(mp):
         for k, v in torch.load(mp, map_location="cpu")["model"].items():
@@ -263,7 +274,8 @@ def cmd_pack(a):
             shard, size = {}, 0
         shard[k] = out[k].contiguous()
         size += nb
-    save_file(shard, os.path.join(a.out, f"pack-{i}.safetensors"))
+    # an MTP-only pack sorts after the trunk's pack-N files, so unpack() lets it replace their mtp.*
+    save_file(shard, os.path.join(a.out, "pack-mtp.safetensors" if a.only_mtp else f"pack-{i}.safetensors"))
     log(f"packed {len(sd)} tensors into {i + 1} files")
 
 
@@ -296,6 +308,9 @@ def main():
     p.add_argument("--log-every", type=int, default=25)
     p.add_argument("--ckpt-every", type=float, default=120)
     p.add_argument("--depth", type=int, default=3)
+    p.add_argument("--only-mtp", action="store_true", help="pack: the MTP block alone")
+    p.add_argument("--self-kl", type=float, default=0.0,
+                   help="MTP: weight of the KL to the trunk's own next-token distribution")
     a = p.parse_args()
     {"gen": cmd_gen, "trunk": cmd_trunk, "mtp": cmd_mtp, "pack": cmd_pack}[a.cmd](a)
 
