@@ -11,6 +11,10 @@ S=/root/fm; mkdir -p $S
 if [ -d .gpu/w ] && [ ! -d $S/site/transformers ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $S/site .gpu/w/*.whl
 fi
+# gguf-py (transformers reads the teacher GGUF with it): gguf-0.19.0-py3-none-any.whl in .gpu/x
+if [ -d .gpu/x ] && [ ! -d $S/site/gguf ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $S/site .gpu/x/*.whl
+fi
 export PYTHONPATH=$S/site
 T=$S/teacher/SmolLM2-135M-Instruct.Q4_1.gguf
 case "$1" in
@@ -69,4 +73,22 @@ if [ "$1" = stage5 ]; then
       --seconds ${MTP_S:-330} --total-steps ${MTP_STEPS:-2400} --batch 32 --lr ${MTP_LR:-5e-4} --warmup 50 --log-every 100
   python3 train/train.py pack --work $S/w5 --out $OUT/pack --only-mtp
   cp $S/w5/mtp_hist.json $OUT/mtp_hist_stage5.json
+fi
+
+# gen2: more teacher data (fresh prompts and samples: seed 1) for a later trunk run. The teacher
+# (98 MB) travels in 5 pieces, .gpu/t0 (with the wheel) .. .gpu/t4, one per call (`tstash`); the
+# call that carries the last piece also reassembles it, checks .gpu/teacher.sha256 and generates.
+# Back: chat2.u16 in 15 MiB parts ($OUT/chat2.u16.partNN; `cat` them in order).
+if [ "$1" = tstash ] || [ "$1" = gen2 ]; then
+  mkdir -p $S/teacher
+  for d in .gpu/t0 .gpu/t1 .gpu/t2 .gpu/t3 .gpu/t4; do if [ -d $d ]; then cp $d/* $S/teacher/; fi; done
+  ls -la $S/teacher
+fi
+if [ "$1" = gen2 ]; then
+  cat $S/teacher/teacher.p0 $S/teacher/teacher.p1 $S/teacher/teacher.p2 $S/teacher/teacher.p3 \
+      $S/teacher/teacher.p4 > $T
+  echo "$(cat .gpu/teacher.sha256)  $T" | sha256sum -c
+  python3 train/train.py gen --teacher $T --tok $S/tok --out $S/chat2.u16 --seed ${GEN_SEED:-1} \
+      --seconds ${GEN_S:-420} --batch ${GEN_B:-1024} 2>&1 | grep -v Converting
+  split -b 15728640 -d $S/chat2.u16 $OUT/chat2.u16.part
 fi
