@@ -22,13 +22,13 @@
 // B%4 through ggml_gemv_q4_K_8x8_q8_K. Plain: B >= 8 through the tiled K-quant matmul
 // (ggml-cpu/tiled/, on unless GGML_CPU_TILED_MM=0), else ggml_vec_dot_q4_K_q8_K.
 //
-// Build (llama.cpp from scripts/llama-cpp/build.sh; static libs, AVX2 build):
-//   L=~/.cache/strata/llama.cpp-11434; B=$L/build/llama.cpp/ggml/src
-//   nice g++ -O2 -mavx2 -mfma -ffp-contract=off -std=c++17 -I$L/src/ggml/include \
-//       scripts/llama-cpp/repack_probe.cpp $B/libggml.a $B/libggml-cpu.a $B/libggml-base.a \
-//       -fopenmp -lpthread -lm -ldl -o /tmp/repack_probe
-//   nice /tmp/repack_probe            # and GGML_CPU_TILED_MM=0 nice /tmp/repack_probe
-// -ffp-contract=off: the emulations' fmaf are the kernels' FMAs; no other product may fuse.
+/* Build (llama.cpp from scripts/llama-cpp/build.sh; static libs, AVX2 build):
+     L=~/.cache/strata/llama.cpp-11434; B=$L/build/llama.cpp/ggml/src
+     nice g++ -O2 -mavx2 -mfma -ffp-contract=off -std=c++17 -I$L/src/ggml/include \
+         scripts/llama-cpp/repack_probe.cpp $B/libggml.a $B/libggml-cpu.a $B/libggml-base.a \
+         -fopenmp -lpthread -lm -ldl -o /tmp/repack_probe
+     nice /tmp/repack_probe            # and GGML_CPU_TILED_MM=0 nice /tmp/repack_probe
+   -ffp-contract=off: the emulations' fmaf are the kernels' FMAs; no other product may fuse. */
 #include "ggml.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
