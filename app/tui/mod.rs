@@ -24,11 +24,15 @@ mod tests;
 #[cfg(test)]
 mod tests_ab;
 #[cfg(test)]
+mod tests_chat;
+#[cfg(test)]
 mod tests_context;
 #[cfg(test)]
 mod tests_controls;
 #[cfg(test)]
 mod tests_panels;
+#[cfg(test)]
+mod tests_presets;
 #[cfg(test)]
 mod tests_security;
 
