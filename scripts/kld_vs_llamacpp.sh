@@ -7,7 +7,10 @@
 # Gemma 3's 1020 positions are 535 MB) and go to $STRATA_KLD_WORK (default /tmp/strata-kld).
 #
 # Usage: scripts/kld_vs_llamacpp.sh [MODEL_ENV...]   (default: STRATA_MODEL_SMOLLM2 STRATA_MODEL_GEMMA3)
-# Env:   STRATA_KLD_TEXT (default assets/kld_sample.txt), STRATA_KLD_CTX (512),
+# Env:   STRATA_KLD_F16=1 compares the models' F16 files instead (every quantized matrix widened
+#        to F16 by `strata convert --to f16`, the bytes llama-quantize's F16 target writes: no
+#        8-bit rounding of matmul inputs in either tool; 0.27 / 0.54 GB each, in $STRATA_KLD_WORK),
+#        STRATA_KLD_TEXT (default assets/kld_sample.txt), STRATA_KLD_CTX (512),
 #        STRATA_BIN (default target/release/strata, built if unset), extra strata flags in
 #        STRATA_KLD_ARGS (e.g. --f32-act), and any STRATA_* engine flag (STRATA_VNNI=1 ...).
 set -euo pipefail
@@ -33,6 +36,11 @@ MODELS=("$@")
 [ ${#MODELS[@]} -gt 0 ] || MODELS=(STRATA_MODEL_SMOLLM2 STRATA_MODEL_GEMMA3)
 for env in "${MODELS[@]}"; do
     model="${!env}"
+    if [ "${STRATA_KLD_F16:-0}" = 1 ]; then
+        f16="$WORK/$(basename "$model" .gguf).f16.gguf"
+        [ -s "$f16" ] && [ "$f16" -nt "$model" ] || "$STRATA" convert --to f16 --from "$model" -o "$f16" >/dev/null
+        model="$f16"
+    fi
     base="$WORK/$(basename "$model" .gguf).c$CTX.kld"
     # the base depends only on llama.cpp, the model and the text: reuse it when newer than both
     if [ ! -s "$base" ] || [ "$base" -ot "$model" ] || [ "$base" -ot "$TEXT" ]; then

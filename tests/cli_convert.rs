@@ -2,7 +2,9 @@
 //! sha256 scripts/setup.sh records (same flags, same bytes; another seed, other bytes), its keys
 //! and tensors are what docs/convert.md says, bad values name their flag, a converted file with a
 //! bad key or a missing mixer tensor is refused naming it, and `strata run`'s greedy text on it
-//! is the same with speculation and with the layers split over two cards.
+//! is the same with speculation and with the layers split over two cards. `--to f16` writes
+//! llama-quantize's F16 file byte for byte (the digest tests/data/greedy/llamacpp.json records
+//! from llama.cpp's own tool).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -42,9 +44,13 @@ fn temp_dir() -> PathBuf {
 
 /// Converts SmolLM2 with `extra` flags into `name`; returns the file and the printed sha256.
 fn convert(name: &str, extra: &[&str]) -> (PathBuf, String) {
+    convert_to("hc", name, extra)
+}
+
+fn convert_to(to: &str, name: &str, extra: &[&str]) -> (PathBuf, String) {
     let out_path = temp_dir().join(name);
     let (src, o) = (smollm2(), out_path.display().to_string());
-    let mut args = vec!["convert", "--from", &src, "--to", "hc", "-o", &o];
+    let mut args = vec!["convert", "--from", &src, "--to", to, "-o", &o];
     args.extend_from_slice(extra);
     let out = strata(&args);
     assert!(out.status.success(), "convert failed");
@@ -143,6 +149,26 @@ impl F32Tensor for Gguf {
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect()
     }
+}
+
+#[test]
+fn to_f16_writes_llama_quantizes_file() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/greedy/llamacpp.json");
+    let data: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data).expect("the data file")).expect("JSON");
+    let want = data["models"][strata::paths::SMOLLM2_ENV]["f16"]["sha256"]
+        .as_str()
+        .expect("the F16 file's sha256 in the data");
+    let (path, sha) = convert_to("f16", "smollm2-f16.gguf", &[]);
+    let g = Gguf::open(&path).expect("the F16 file reads back");
+    let types: std::collections::BTreeSet<GgmlType> =
+        g.tensors().iter().map(|t| t.ggml_type).collect();
+    std::fs::remove_file(&path).expect("remove the F16 file");
+    assert_eq!(types, [GgmlType::F32, GgmlType::F16].into_iter().collect());
+    assert_eq!(
+        sha, want,
+        "llama-quantize --allow-requantize SMOLLM2 OUT F16 wrote other bytes"
+    );
 }
 
 fn fails_naming(args: &[&str], want: &str) {

@@ -8,6 +8,13 @@
 //! paths agree with each other on 0 (SmolLM2) and 2 (Gemma 3) of these 6 (docs/kld.md), so the
 //! test asserts that Strata's characters in common with llama.cpp's default are at least 3/4 of
 //! llama.cpp -fa off's, and prints both counts per prompt.
+//!
+//! The same prompts on each model's F16 file (every quantized matrix widened to F16: no 8-bit
+//! rounding of matmul inputs in either tool) are held to the issue's bar, 5 of 6 identical: the
+//! engine's converter writes the file, and its sha256 must be that of the file llama.cpp's
+//! llama-quantize made for the data, so both tools run the same bytes.
+
+use std::path::{Path, PathBuf};
 
 use strata::model::{Engine, EngineOptions};
 use strata::tokenizer::Tokenizer;
@@ -21,14 +28,12 @@ const CHARS: usize = 100;
 
 /// Greedy continuation of each prompt (lowest id on ties), stopping at an end-of-generation
 /// token as llama-completion does.
-fn continuations(env: &str, prompts: &[String]) -> Vec<String> {
+fn continuations(path: &Path, prompts: &[String]) -> Vec<String> {
     strata::sycl::runtime::init();
-    let path = strata::paths::model_path(env).unwrap_or_else(|e| panic!("{e}"));
-    let tok =
-        Tokenizer::from_gguf_path(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let tok = Tokenizer::from_gguf_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let card = strata::sycl::Card::cpu().expect("the CPU SYCL device (run `make setup`)");
     let mut eng = Engine::load(
-        &path,
+        path,
         card,
         &EngineOptions {
             n_ctx: 128,
@@ -87,17 +92,24 @@ fn wanted(c: &serde_json::Value) -> usize {
     }
 }
 
+fn data() -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(DATA).expect("the data file")).expect("JSON")
+}
+
+fn prompts(cases: &[serde_json::Value]) -> Vec<String> {
+    cases
+        .iter()
+        .map(|c| c["prompt"].as_str().expect("a prompt").to_string())
+        .collect()
+}
+
 fn check(env: &str) {
-    let data: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(DATA).expect("the data file")).expect("JSON");
+    let data = data();
     let cases = data["models"][env]["cases"]
         .as_array()
         .expect("the model's cases");
-    let prompts: Vec<String> = cases
-        .iter()
-        .map(|c| c["prompt"].as_str().expect("a prompt").to_string())
-        .collect();
-    let got = continuations(env, &prompts);
+    let path = strata::paths::model_path(env).unwrap_or_else(|e| panic!("{e}"));
+    let got = continuations(&path, &prompts(cases));
     let (mut agree, mut ours_chars, mut own_chars, mut own_agree) = (0, 0, 0, 0);
     for (c, ours) in cases.iter().zip(&got) {
         let (dflt, fa_off) = (&c["default"], &c["fa_off"]);
@@ -139,4 +151,61 @@ fn smollm2_greedy_agrees_with_llama_cpp() {
 #[test]
 fn gemma3_greedy_agrees_with_llama_cpp() {
     check(strata::paths::GEMMA3_ENV);
+}
+
+/// `env`'s model with its matrices widened to F16 by the engine's converter, in the test's temp
+/// dir; the file must be the bytes llama-quantize wrote for the data (`want_sha256`).
+fn f16_file(env: &str, want_sha256: &str) -> PathBuf {
+    let src = strata::paths::model_path(env).unwrap_or_else(|e| panic!("{e}"));
+    let g = strata::gguf::Gguf::open(&src).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{env}-f16.gguf"));
+    let w = strata::convert::write_f16(&g, &out).unwrap_or_else(|e| panic!("{e}"));
+    println!("{}: {} bytes, sha256 {}", out.display(), w.bytes, w.sha256);
+    assert_eq!(
+        w.sha256, want_sha256,
+        "strata convert --to f16 must write llama-quantize's F16 file byte for byte"
+    );
+    out
+}
+
+fn check_f16(env: &str) {
+    let data = data();
+    let f16 = &data["models"][env]["f16"];
+    let cases = f16["cases"].as_array().expect("the F16 cases");
+    let path = f16_file(env, f16["sha256"].as_str().expect("the F16 file's sha256"));
+    let got = continuations(&path, &prompts(cases));
+    // 0.5 GB for Gemma 3: not left behind in the target dir
+    std::fs::remove_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut agree = 0;
+    for (c, ours) in cases.iter().zip(&got) {
+        let theirs = c["default"]["continuation"]
+            .as_str()
+            .expect("a continuation");
+        let n = wanted(&c["default"]);
+        let k = common(ours, theirs, n);
+        agree += usize::from(k == n && ours.chars().count() >= n);
+        println!(
+            "{env} F16 {:?}: {k}/{n} characters\n  strata:    {ours:?}\n  llama.cpp: {theirs:?}",
+            c["prompt"].as_str().unwrap_or_default()
+        );
+    }
+    println!(
+        "{env} F16: strata = llama.cpp for {CHARS} characters on {agree} of {} prompts",
+        cases.len()
+    );
+    assert!(
+        agree >= 5,
+        "{env} F16: {agree} of {} prompts identical for {CHARS} characters (the issue asks 5 of 6)",
+        cases.len()
+    );
+}
+
+#[test]
+fn smollm2_f16_greedy_is_llama_cpp_greedy() {
+    check_f16(strata::paths::SMOLLM2_ENV);
+}
+
+#[test]
+fn gemma3_f16_greedy_is_llama_cpp_greedy() {
+    check_f16(strata::paths::GEMMA3_ENV);
 }

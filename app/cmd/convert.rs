@@ -1,7 +1,9 @@
 //! `strata convert --to hc`: SmolLM2 (`llama`) into the same model with hyper-connection
 //! residual streams (`strata-hc-llama`, engine/convert/, docs/convert.md). `--perturb 0` is
 //! exactly the dense model; the default scale moves every part of the read off identity while
-//! the text stays coherent. Prints the options, the file's size, its SHA-256 and the time taken.
+//! the text stays coherent. `--to f16`: any model with its quantized matrices widened to F16, the
+//! file `llama-quantize --allow-requantize IN OUT F16` writes (docs/kld.md). Prints the options,
+//! the file's size, its SHA-256 and the time taken.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -19,11 +21,15 @@ pub const DEFAULT_PERTURB: f32 = 0.5;
 pub enum Target {
     /// Hyper-connection residual streams (architecture strata-hc-llama).
     Hc,
+    /// Every quantized matrix dequantized to F16 (any architecture; what llama-quantize's F16
+    /// target writes).
+    F16,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The source GGUF (a `llama` file; default: the setup's SmolLM2, $STRATA_MODEL_SMOLLM2).
+    /// The source GGUF (for `--to hc` a `llama` file; default: the setup's SmolLM2,
+    /// $STRATA_MODEL_SMOLLM2).
     #[arg(long)]
     from: Option<PathBuf>,
     /// What to convert to.
@@ -60,23 +66,34 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         seed: a.seed,
         perturb: Perturb::uniform(a.perturb),
     };
-    o.validate()?;
-    let Target::Hc = a.to;
+    if a.to == Target::Hc {
+        o.validate()?; // before the source is read: a bad option fails at once
+    }
     let t0 = Instant::now();
     let src = common::open_gguf(&from)?;
-    let w = convert::write_hc(&src, &o, &a.output)?;
-    let secs = t0.elapsed().as_secs_f64();
     let mut out = common::stdout();
-    writeln!(
-        out,
-        "{} -> {}: {} streams, rank {}, perturb {}, seed {}",
-        from.display(),
-        convert::HC_LLAMA_ARCH,
-        o.streams,
-        o.rank,
-        a.perturb,
-        o.seed
-    )?;
+    let w = match a.to {
+        Target::Hc => {
+            let w = convert::write_hc(&src, &o, &a.output)?;
+            writeln!(
+                out,
+                "{} -> {}: {} streams, rank {}, perturb {}, seed {}",
+                from.display(),
+                convert::HC_LLAMA_ARCH,
+                o.streams,
+                o.rank,
+                a.perturb,
+                o.seed
+            )?;
+            w
+        }
+        Target::F16 => {
+            let w = convert::write_f16(&src, &a.output)?;
+            writeln!(out, "{} -> F16 matrices", from.display())?;
+            w
+        }
+    };
+    let secs = t0.elapsed().as_secs_f64();
     writeln!(
         out,
         "wrote {}: {} bytes, {} tensors in {secs:.2} s",

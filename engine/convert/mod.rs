@@ -6,8 +6,11 @@
 //! written at identity (exactly the dense model) plus seeded perturbations of chosen size, so
 //! the converted model is a coherent hyper-connection model to measure the HC reads on
 //! (docs/convert.md). The same source, options and seed give the same bytes on every platform.
+//! `f16` widens every quantized matrix to F16 as llama-quantize does, the same model without the
+//! 8-bit matmul-input roundings (docs/kld.md).
 //! CLI: `strata convert` (app/cmd/convert.rs).
 
+mod f16;
 mod hc;
 
 use std::io::Write;
@@ -112,6 +115,21 @@ impl HcOptions {
 /// tensor count and SHA-256.
 pub fn write_hc(src: &Gguf, o: &HcOptions, path: &Path) -> Result<Written, ConvertError> {
     let (w, tensors) = hc::build_counted(src, o)?;
+    write(&w, tensors, path)
+}
+
+/// `src` with every quantized matrix widened to F16 (`llama-quantize --allow-requantize IN OUT
+/// F16`'s file), written as `write_hc` writes.
+pub fn write_f16(src: &Gguf, path: &Path) -> Result<Written, ConvertError> {
+    let (w, tensors) = f16::build(src)?;
+    write(&w, tensors, path)
+}
+
+fn write(
+    w: &crate::gguf::GgufWriter,
+    tensors: usize,
+    path: &Path,
+) -> Result<Written, ConvertError> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
