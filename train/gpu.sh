@@ -64,6 +64,7 @@ if [ "$1" = stash ] || [ "$1" = stage5 ]; then
   mkdir -p $S/pack5
   for d in .gpu/p .gpu/q0 .gpu/q1 .gpu/q2; do if [ -d $d ]; then cp $d/* $S/pack5/; fi; done
   if [ -f .gpu/data/chat.u16.xz ]; then xz -dc .gpu/data/chat.u16.xz > $S/chat.u16; fi
+  if [ -f .gpu/data/chat2.u16.xz ]; then xz -dc .gpu/data/chat2.u16.xz > $S/chat2.u16; fi
   ls -la $S/pack5 $S/chat.u16 2>/dev/null || true
 fi
 if [ "$1" = stage5 ]; then
@@ -84,11 +85,32 @@ if [ "$1" = tstash ] || [ "$1" = gen2 ]; then
   for d in .gpu/t0 .gpu/t1 .gpu/t2 .gpu/t3 .gpu/t4; do if [ -d $d ]; then cp $d/* $S/teacher/; fi; done
   ls -la $S/teacher
 fi
-if [ "$1" = gen2 ]; then
+if [ "$1" = gen2 ] || [ "$1" = stage6 ]; then
   cat $S/teacher/teacher.p0 $S/teacher/teacher.p1 $S/teacher/teacher.p2 $S/teacher/teacher.p3 \
       $S/teacher/teacher.p4 > $T
   echo "$(cat .gpu/teacher.sha256)  $T" | sha256sum -c
+fi
+if [ "$1" = gen2 ]; then
   python3 train/train.py gen --teacher $T --tok $S/tok --out $S/chat2.u16 --seed ${GEN_SEED:-1} \
       --seconds ${GEN_S:-420} --batch ${GEN_B:-1024} 2>&1 | grep -v Converting
   split -b 15728640 -d $S/chat2.u16 $OUT/chat2.u16.part
+fi
+
+# stage6 (planned for the next GPU session, smoke-tested on the CPU only): the trunk resumed from
+# the stage4/5 pack with the teacher's KL on chat.u16 + chat2.u16 (gen2's fresh 8.9 M tokens),
+# then the MTP block refit on the new trunk as stage 5 does. Before it, in back-to-back calls:
+# `stash` with the 4 pack files (.gpu/p .gpu/q0..q2, with .gpu/data holding chat.u16.xz and
+# chat2.u16.xz), `tstash` with the 5 teacher pieces; stage6 carries .gpu/p5.sha256 and
+# .gpu/teacher.sha256. Back: the whole pack (4 files).
+if [ "$1" = stage6 ]; then
+  (cd $S/pack5 && sha256sum -c) < .gpu/p5.sha256
+  mkdir -p $S/w6
+  python3 train/train.py trunk --data $S/chat.u16,$S/chat2.u16 --work $S/w6 --init-pack $S/pack5 \
+      --teacher $T --seconds ${TRUNK_S:-420} --total-steps ${STEPS:-1400} --lr ${LR:-6e-4} --warmup 50 \
+      --batch 64 --log-every 50 2>&1 | grep -v Converting
+  python3 train/train.py mtp --data $S/chat.u16,$S/chat2.u16 --work $S/w6 --init-pack $S/pack5 \
+      --self-kl 0.8 --seconds ${MTP_S:-120} --total-steps ${MTP_STEPS:-500} --batch 32 --lr 5e-4 \
+      --warmup 20 --log-every 100
+  python3 train/train.py pack --work $S/w6 --out $OUT/pack
+  cp $S/w6/trunk_hist.json $OUT/trunk_hist_stage6.json; cp $S/w6/mtp_hist.json $OUT/mtp_hist_stage6.json
 fi
