@@ -110,6 +110,7 @@ fn row_offsets_and_weight_offsets_address_the_right_data() {
         n_out,
         n_in,
         tiled: None,
+        matmul_reads_gguf: true,
     };
     let alone = QuantMatrix::upload(&q, "b", tid, n_out, n_in, &wb).unwrap();
     for (t, x_row0, y_row0) in [(2usize, 3usize, 1usize), (9, 2, 4)] {

@@ -45,9 +45,12 @@ impl MatrixKernels {
         }
         check_act(what, "x", x, x_row0 + t, w.n_in)?;
         check_act(what, "y", y, y_row0 + t, w.n_out)?;
-        // the GGUF bytes when they are on the device, else the tiled copy: the same bits
+        // the GGUF bytes when they are on the device to be read, else the tiled copy: the same
+        // bits
         let (family, wa) = match w.tiled {
-            Some(t) if w.buf.is_none() => (Family::MatmulTiled, Arg::buf(t)),
+            Some(t) if w.buf.is_none() || !w.matmul_reads_gguf => {
+                (Family::MatmulTiled, Arg::buf(t))
+            }
             _ => (Family::Matmul, Arg::buf_at(w.gguf(what)?, w.offset)),
         };
         let k = self.kernel(w.type_id, family, what)?;

@@ -105,6 +105,10 @@ pub struct WeightView<'a> {
     /// The same matrix repacked one-lane-per-row (`tiled.rs`, or `ktiled.rs` for the K-quants),
     /// which `mmvq` then reads instead of `buf` (None: mmvq reads the GGUF bytes).
     pub tiled: Option<&'a DeviceBuffer<u8>>,
+    /// Whether the prompt's `matmul` reads `buf` when both copies are there (the same bits):
+    /// yes when the GGUF bytes were kept to be read (`STRATA_KEEP_GGUF=1`), no when they were
+    /// kept only for `STRATA_MMVQ_KREG=1`'s decode products (the tiled reader is faster).
+    pub matmul_reads_gguf: bool,
 }
 
 impl<'a> WeightView<'a> {
@@ -133,6 +137,8 @@ pub struct QuantMatrix {
     pub type_id: u32,
     pub n_out: usize,
     pub n_in: usize,
+    /// `WeightView::matmul_reads_gguf` (true unless the loader kept `buf` only for KREG)
+    pub matmul_reads_gguf: bool,
 }
 
 impl QuantMatrix {
@@ -182,6 +188,7 @@ impl QuantMatrix {
             false => None,
         };
         Ok(QuantMatrix {
+            matmul_reads_gguf: buf.is_some(),
             buf,
             tiled,
             type_id,
@@ -218,6 +225,7 @@ impl QuantMatrix {
             type_id,
             n_out,
             n_in,
+            matmul_reads_gguf: true,
         })
     }
 
@@ -238,6 +246,7 @@ impl QuantMatrix {
             n_out: n,
             n_in: self.n_in,
             tiled: None,
+            matmul_reads_gguf: true,
         })
     }
 
@@ -249,6 +258,7 @@ impl QuantMatrix {
             n_out: self.n_out,
             n_in: self.n_in,
             tiled: self.tiled.as_ref(),
+            matmul_reads_gguf: self.matmul_reads_gguf,
         }
     }
 

@@ -56,7 +56,11 @@ impl Loader<'_> {
         let tid = info.ggml_type.id();
         // (KREG, STRATA_MMVQ_KREG=1, reads the K-quants' GGUF bytes)
         let keep = self.keep_gguf || crate::kernels::mmvq_kreg::reads_gguf(tid);
-        let m = QuantMatrix::upload_for(&self.arenas[card], name, tid, n_out, n_in, data, keep)?;
+        let mut m =
+            QuantMatrix::upload_for(&self.arenas[card], name, tid, n_out, n_in, data, keep)?;
+        // bytes kept only for KREG's decode products: the prompt's matmul stays on the tiled
+        // copy (the same bits; reading the GGUF bytes there made KREG's prompts ~1.6x slower)
+        m.matmul_reads_gguf = self.keep_gguf || m.tiled.is_none();
         self.bytes[card] += m.device_bytes();
         Ok(m)
     }

@@ -239,6 +239,7 @@ impl Weights {
                 n_out: cfg.n_vocab,
                 n_in: cfg.n_embd,
                 tiled: self.head_tiled.as_ref(),
+                matmul_reads_gguf: true,
             },
         }
     }
@@ -292,7 +293,13 @@ impl Weights {
             })
             .map(QuantMatrix::view)
             .chain(std::iter::once(self.head(cfg)))
-            .map(|w| (w.type_id, w.buf.is_some(), w.tiled.is_some()))
+            .map(|w| {
+                (
+                    w.type_id,
+                    w.buf.is_some() && w.matmul_reads_gguf,
+                    w.tiled.is_some(),
+                )
+            })
             .collect();
         t.sort_unstable();
         t.dedup();
