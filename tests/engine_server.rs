@@ -297,18 +297,11 @@ fn load_failure_is_not_fatal_and_flags_are_reported() {
 fn split_cpu_2_loads_on_two_cards_and_generates_the_same_text() {
     let mut e = Engine::start(&[]);
     hello(&mut e);
-    e.send(&Request::Load(Load {
-        model: model(),
-        ctx: CTX,
-        devices: DeviceSplit { split_cpu: Some(2) },
-        spec: 0,
-        sampling: greedy(N),
-    }));
-    e.until("loaded (split_cpu 2)", 180, |ev| match ev {
-        Event::Loaded(_) => Some(()),
-        Event::Error(err) => panic!("split load failed: {}", err.message),
-        _ => None,
-    });
+    load_smollm2_on(
+        &mut e,
+        DeviceSplit { split_cpu: Some(2) },
+        "loaded (split_cpu 2)",
+    );
     let (d, _) = e.until("devices after the split load", 10, |ev| match ev {
         Event::Devices(d) => Some(d.clone()),
         _ => None,

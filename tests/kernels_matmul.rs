@@ -2,7 +2,7 @@
 //! and its rows against mmvq's (to rounding: another summation order, not bitwise).
 
 mod support;
-use strata::kernels::{matrix_ref, QuantMatrix};
+use strata::kernels::{matrix_ref, GgufBytes, QuantMatrix};
 use support::matrix::*;
 
 const BOUND: f64 = 1e-7; // f32 activations: only summation order differs from the f64 reference
@@ -195,7 +195,8 @@ fn matmul_on_the_tiled_copy_is_bitwise_the_gguf_read() {
                 continue;
             }
             let p = product(&mut rng, &q, name, tid, n_out, n_in, t);
-            let only = QuantMatrix::upload_for(&q, name, tid, n_out, n_in, &p.wb, false).unwrap();
+            let only = QuantMatrix::upload_for(&q, name, tid, n_out, n_in, &p.wb, GgufBytes::Drop)
+                .unwrap();
             assert!(
                 only.buf.is_none() && only.tiled.is_some(),
                 "{name}: tiled only"
@@ -230,11 +231,57 @@ fn matmul_on_the_tiled_copy_is_bitwise_the_gguf_read() {
     // a kernel that reads only GGUF bytes refuses the tiled-only matrix, naming why
     let tid = strata::quant::type_id::Q4_K;
     let wb = weights(&mut rng, tid, 32, 256);
-    let only =
-        QuantMatrix::upload_for(&q, "blk.0.attn_q.weight", tid, 32, 256, &wb, false).unwrap();
+    let only = QuantMatrix::upload_for(
+        &q,
+        "blk.0.attn_q.weight",
+        tid,
+        32,
+        256,
+        &wb,
+        GgufBytes::Drop,
+    )
+    .unwrap();
     let e = only.view().gguf("mmvq").unwrap_err().to_string();
     assert!(
         e.contains("only the tiled copy") && e.contains("Q4_K"),
         "{e}"
+    );
+}
+
+#[test]
+fn gguf_bytes_kept_for_kreg_leave_the_prompt_on_the_tiled_copy() {
+    // GgufBytes::Keep (STRATA_MMVQ_KREG=1's load): the bytes are there for the kernels that
+    // read only them, but matmul reads the tiled copy (Read: the GGUF bytes; the same bits)
+    let (_ctx, q, k) = setup();
+    let mut rng = rng(0x6b65);
+    let (tid, n_out, n_in, t) = (strata::quant::type_id::Q4_K, 45, 512, 12);
+    let p = product(&mut rng, &q, "Q4_K", tid, n_out, n_in, t);
+    let layouts = [GgufBytes::Drop, GgufBytes::Keep, GgufBytes::Read].map(|g| {
+        let m = QuantMatrix::upload_for(&q, "Q4_K", tid, n_out, n_in, &p.wb, g).unwrap();
+        (
+            m.buf.is_some(),
+            m.tiled.is_some(),
+            m.view().matmul_reads_gguf,
+        )
+    });
+    assert_eq!(
+        layouts,
+        [
+            (false, true, false),
+            (true, true, false),
+            (true, true, true)
+        ]
+    );
+    let mut outs = Vec::new();
+    for g in [GgufBytes::Keep, GgufBytes::Read] {
+        let m = QuantMatrix::upload_for(&q, "Q4_K", tid, n_out, n_in, &p.wb, g).unwrap();
+        let mut y = q.alloc::<f32>(t * n_out).unwrap();
+        k.matmul(&q, &m.view(), &p.xd, &mut y, t).unwrap();
+        outs.push(q.to_vec(&y).unwrap());
+    }
+    assert_eq!(
+        bits_differ(&outs[0], &outs[1]),
+        0,
+        "tiled and GGUF readers, the same bits"
     );
 }

@@ -36,40 +36,7 @@ fn mmvq_matches_reference_and_rows_are_bitwise_independent_of_t() {
             let wb = weights(&mut rng, tid, n_out, n_in);
             let w = QuantMatrix::upload(&q, name, tid, n_out, n_in, &wb).unwrap();
             let x = values(&mut rng, 8 * n_in);
-            let xd = q.upload(&x).unwrap();
-            let mut yd = q.alloc::<f32>(8 * n_out).unwrap();
-            let reference = matrix_ref(tid, &wb, n_out, n_in, &x, 8).unwrap();
-            // one-row calls, each on its own single-row buffer
-            let mut single = Vec::new();
-            for t in 0..8 {
-                let xt = q.upload(&x[t * n_in..(t + 1) * n_in]).unwrap();
-                let mut yt = q.alloc::<f32>(n_out).unwrap();
-                k.mmvq(&q, &w.view(), &xt, &mut yt, 1).unwrap();
-                single.push(q.to_vec(&yt).unwrap());
-            }
-            let mut line = format!("mmvq {name:6} ({n_out:4}, {n_in:4}) nmse T=1..8:");
-            for t in 1..=8 {
-                q.upload_to(&yd, &vec![f32::NAN; 8 * n_out]).unwrap();
-                k.mmvq(&q, &w.view(), &xd, &mut yd, t).unwrap();
-                let y = q.to_vec(&yd).unwrap();
-                let e = nmse(&y[..t * n_out], &reference[..t * n_out]);
-                line += &format!(" {e:.1e}");
-                worst = worst.max(e);
-                assert!(
-                    e < BOUND,
-                    "{name} ({n_out}, {n_in}) T={t}: nmse {e:e} >= {BOUND:e}"
-                );
-                assert!(
-                    y[t * n_out..].iter().all(|v| v.is_nan()),
-                    "{name} T={t} wrote past row {t}"
-                );
-                for (r, s) in single.iter().enumerate().take(t) {
-                    let got = &y[r * n_out..(r + 1) * n_out];
-                    let same = got.iter().zip(s).all(|(a, b)| a.to_bits() == b.to_bits());
-                    assert!(same, "{name} ({n_out}, {n_in}): row {r} of a T={t} call differs from its one-row call");
-                }
-            }
-            println!("{line}  bitwise vs one-row calls: ok");
+            worst = worst.max(mmvq_parity(&q, &k, name, &w, &wb, &x, BOUND));
         }
     }
     println!("worst nmse {worst:e} (bound {BOUND:e})");

@@ -14,7 +14,8 @@ pub mod xstage;
 pub use matmul_tile::MatmulTile;
 pub use mmvq::NormTail;
 pub use qmatrix::{
-    matrix_ref, repack, repacked_bytes, Family, MatrixError, MatrixKernels, QuantMatrix, WeightView,
+    matrix_ref, repack, repacked_bytes, Family, GgufBytes, MatrixError, MatrixKernels, QuantMatrix,
+    WeightView,
 };
 pub use xstage::XStage;
 

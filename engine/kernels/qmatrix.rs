@@ -137,8 +137,20 @@ pub struct QuantMatrix {
     pub type_id: u32,
     pub n_out: usize,
     pub n_in: usize,
-    /// `WeightView::matmul_reads_gguf` (true unless the loader kept `buf` only for KREG)
+    /// `WeightView::matmul_reads_gguf` (`GgufBytes::Read`, or no tiled copy)
     pub matmul_reads_gguf: bool,
+}
+
+/// What `QuantMatrix::upload_for` does with the GGUF bytes of a format that has a tiled copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GgufBytes {
+    /// Not on the device: the tiled copy serves every default-path kernel (half the memory).
+    Drop,
+    /// On the device for the kernels that read only them (`STRATA_MMVQ_KREG=1`'s decode
+    /// products); the prompt's matmul keeps reading the tiled copy, the faster reader.
+    Keep,
+    /// On the device and read wherever a kernel can (`STRATA_KEEP_GGUF=1`, `upload`).
+    Read,
 }
 
 impl QuantMatrix {
@@ -153,11 +165,11 @@ impl QuantMatrix {
         n_in: usize,
         bytes: &[u8],
     ) -> Result<QuantMatrix> {
-        QuantMatrix::upload_for(store, name, type_id, n_out, n_in, bytes, true)
+        QuantMatrix::upload_for(store, name, type_id, n_out, n_in, bytes, GgufBytes::Read)
     }
 
-    /// `upload`, keeping the GGUF bytes on the device only if `keep_gguf` or the format has no
-    /// tiled copy: without them the matrix takes half the memory, and every default-path kernel
+    /// `upload`, with the GGUF bytes as `gguf` says (always kept when the format has no tiled
+    /// copy): without them the matrix takes half the memory, and every default-path kernel
     /// reads the tiled copy with the same results (the engine's load: model/weights.rs).
     pub fn upload_for(
         store: &impl Store,
@@ -166,7 +178,7 @@ impl QuantMatrix {
         n_out: usize,
         n_in: usize,
         bytes: &[u8],
-        keep_gguf: bool,
+        gguf: GgufBytes,
     ) -> Result<QuantMatrix> {
         let want = quant::bytes_for(type_id, n_out * n_in)?;
         if bytes.len() != want {
@@ -183,12 +195,12 @@ impl QuantMatrix {
             Some(t) => Some(store.put(&t)?),
             None => None,
         };
-        let buf = match keep_gguf || tiled.is_none() {
+        let buf = match gguf != GgufBytes::Drop || tiled.is_none() {
             true => Some(store.put(bytes)?),
             false => None,
         };
         Ok(QuantMatrix {
-            matmul_reads_gguf: buf.is_some(),
+            matmul_reads_gguf: gguf == GgufBytes::Read || tiled.is_none(),
             buf,
             tiled,
             type_id,

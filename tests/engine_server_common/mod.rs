@@ -200,16 +200,21 @@ pub const CTX: u32 = 512;
 
 /// A `load` of the SmolLM2 model with greedy defaults, waited for.
 pub fn load_smollm2(e: &mut Engine) {
+    load_smollm2_on(e, DeviceSplit::default(), "loaded");
+}
+
+/// `load_smollm2` with the layers placed by `devices`; `what` names the wait.
+pub fn load_smollm2_on(e: &mut Engine, devices: DeviceSplit, what: &str) {
     e.send(&Request::Load(Load {
         model: model(),
         ctx: CTX,
-        devices: DeviceSplit::default(),
+        devices,
         spec: 0,
         sampling: greedy(N),
     }));
-    e.until("loaded", 180, |ev| match ev {
+    e.until(what, 180, |ev| match ev {
         Event::Loaded(_) => Some(()),
-        Event::Error(err) => panic!("load failed: {}", err.message),
+        Event::Error(err) => panic!("{what}: load failed: {}", err.message),
         _ => None,
     });
 }

@@ -111,8 +111,8 @@ pub fn bits_differ(a: &[f32], b: &[f32]) -> usize {
 /// NMSE bound of the matrix kernels against the f64 reference (the new formats' parity tests).
 pub const PARITY_BOUND: f64 = 1e-7;
 
-/// mmvq at T = 1..8 on `wb` vs the reference; every row of a T-column call bitwise its one-column
-/// call. Returns the worst NMSE.
+/// mmvq at T = 1..8 on `wb` (GGUF bytes only on the device) vs the reference, under
+/// `PARITY_BOUND`. Returns the worst NMSE.
 pub fn check_mmvq(name: &str, tid: u32, wb: &[u8], n_out: usize, n_in: usize, seed: u64) -> f64 {
     let (_ctx, q, k) = setup();
     let mut r = rng(seed);
@@ -122,28 +122,44 @@ pub fn check_mmvq(name: &str, tid: u32, wb: &[u8], n_out: usize, n_in: usize, se
         "{name}: GGUF bytes only"
     );
     let x = values(&mut r, 8 * n_in);
-    let xd = q.upload(&x).unwrap();
+    mmvq_parity(&q, &k, name, &w, wb, &x, PARITY_BOUND)
+}
+
+/// `k.mmvq` of `w` (whose GGUF bytes are `wb`) on the (8, n_in) activations `x` at T = 1..8 vs
+/// the f64 reference: NMSE under `bound`, nothing written past row T, and every row of a T-column
+/// call bitwise its one-column call. Prints one line; returns the worst NMSE.
+pub fn mmvq_parity(
+    q: &Queue,
+    k: &MatrixKernels,
+    name: &str,
+    w: &QuantMatrix,
+    wb: &[u8],
+    x: &[f32], // (8, n_in)
+    bound: f64,
+) -> f64 {
+    let (tid, n_out, n_in) = (w.type_id, w.n_out, w.n_in);
+    let xd = q.upload(x).unwrap();
     let mut yd = q.alloc::<f32>(8 * n_out).unwrap();
-    let reference = matrix_ref(tid, wb, n_out, n_in, &x, 8).unwrap();
+    let reference = matrix_ref(tid, wb, n_out, n_in, x, 8).unwrap();
     let mut single = Vec::new();
     for t in 0..8 {
         let xt = q.upload(&x[t * n_in..(t + 1) * n_in]).unwrap();
         let mut yt = q.alloc::<f32>(n_out).unwrap();
-        k.mmvq(&q, &w.view(), &xt, &mut yt, 1).unwrap();
+        k.mmvq(q, &w.view(), &xt, &mut yt, 1).unwrap();
         single.push(q.to_vec(&yt).unwrap());
     }
     let mut worst = 0f64;
-    let mut line = format!("mmvq {name:6} ({n_out:4}, {n_in:4}) nmse T=1..8:");
+    let mut line = format!("mmvq {name:7} ({n_out:4}, {n_in:4}) nmse T=1..8:");
     for t in 1..=8 {
         q.upload_to(&yd, &vec![f32::NAN; 8 * n_out]).unwrap();
-        k.mmvq(&q, &w.view(), &xd, &mut yd, t).unwrap();
+        k.mmvq(q, &w.view(), &xd, &mut yd, t).unwrap();
         let y = q.to_vec(&yd).unwrap();
         let e = nmse(&y[..t * n_out], &reference[..t * n_out]);
         line += &format!(" {e:.1e}");
         worst = worst.max(e);
         assert!(
-            e < PARITY_BOUND,
-            "{name} ({n_out}, {n_in}) T={t}: nmse {e:e}"
+            e < bound,
+            "{name} ({n_out}, {n_in}) T={t}: nmse {e:e} >= {bound:e}"
         );
         assert!(
             y[t * n_out..].iter().all(|v| v.is_nan()),
@@ -151,10 +167,10 @@ pub fn check_mmvq(name: &str, tid: u32, wb: &[u8], n_out: usize, n_in: usize, se
         );
         for (row, s) in single.iter().enumerate().take(t) {
             let got = &y[row * n_out..(row + 1) * n_out];
-            let same = got.iter().zip(s).all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(
-                same,
-                "{name}: row {row} of a T={t} call differs from its one-column call"
+            assert_eq!(
+                bits_differ(got, s),
+                0,
+                "{name} ({n_out}, {n_in}): row {row} of a T={t} call differs from its one-column call"
             );
         }
     }

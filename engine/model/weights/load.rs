@@ -8,7 +8,7 @@ use super::{
 };
 use crate::gguf::Gguf;
 use crate::kernels::embed::EmbedType;
-use crate::kernels::QuantMatrix;
+use crate::kernels::{GgufBytes, QuantMatrix};
 use crate::model::config::{names, ModelConfig};
 use crate::model::parts::{Dense, Ffn, Mixer, Residual};
 use crate::model::EngineError;
@@ -54,13 +54,15 @@ impl Loader<'_> {
         let info = self.g.tensor(name)?;
         let data = self.g.tensor_data(info)?;
         let tid = info.ggml_type.id();
-        // (KREG, STRATA_MMVQ_KREG=1, reads the K-quants' GGUF bytes)
-        let keep = self.keep_gguf || crate::kernels::mmvq_kreg::reads_gguf(tid);
-        let mut m =
-            QuantMatrix::upload_for(&self.arenas[card], name, tid, n_out, n_in, data, keep)?;
-        // bytes kept only for KREG's decode products: the prompt's matmul stays on the tiled
-        // copy (the same bits; reading the GGUF bytes there made KREG's prompts ~1.6x slower)
-        m.matmul_reads_gguf = self.keep_gguf || m.tiled.is_none();
+        // (KREG, STRATA_MMVQ_KREG=1, reads the K-quants' GGUF bytes in its decode products; the
+        // prompt's matmul stays on the tiled copy: reading the GGUF bytes there made KREG's
+        // prompts ~1.6x slower for the same bits)
+        let gguf = match (self.keep_gguf, crate::kernels::mmvq_kreg::reads_gguf(tid)) {
+            (true, _) => GgufBytes::Read,
+            (false, true) => GgufBytes::Keep,
+            (false, false) => GgufBytes::Drop,
+        };
+        let m = QuantMatrix::upload_for(&self.arenas[card], name, tid, n_out, n_in, data, gguf)?;
         self.bytes[card] += m.device_bytes();
         Ok(m)
     }
