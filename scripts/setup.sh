@@ -85,7 +85,7 @@ fi
 # 3b. flash-mini (docs/flash-mini.md): the small trained qwen4exp, committed in the repo (35 MB,
 #     Q4_K_M with the hyper-connection tensors BF16). Its sha256 is checked once per recorded digest.
 FLASH=$PROJECT/assets/models/flash-mini-Q4_K_M.gguf
-FLASH_SHA256=c9386397849ac5e9ffebb79e4ba9e71519375964f9651848b5d2bfce673da4e3
+FLASH_SHA256=a156b5d22b400325428960a1683ab6b84aec5215d138e320d30fdc87c593b85e
 if [ "$(cat "$MODELS/flash-mini.ok" 2>/dev/null)" != "$FLASH_SHA256" ]; then
   got=$(sha256sum "$FLASH" | cut -d' ' -f1)
   if [ "$got" != "$FLASH_SHA256" ]; then

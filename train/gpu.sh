@@ -85,7 +85,7 @@ if [ "$1" = tstash ] || [ "$1" = gen2 ]; then
   for d in .gpu/t0 .gpu/t1 .gpu/t2 .gpu/t3 .gpu/t4; do if [ -d $d ]; then cp $d/* $S/teacher/; fi; done
   ls -la $S/teacher
 fi
-if [ "$1" = gen2 ] || [ "$1" = stage6 ]; then
+if [ "$1" = gen2 ] || [ "$1" = stage6t ]; then
   cat $S/teacher/teacher.p0 $S/teacher/teacher.p1 $S/teacher/teacher.p2 $S/teacher/teacher.p3 \
       $S/teacher/teacher.p4 > $T
   echo "$(cat .gpu/teacher.sha256)  $T" | sha256sum -c
@@ -96,21 +96,44 @@ if [ "$1" = gen2 ]; then
   split -b 15728640 -d $S/chat2.u16 $OUT/chat2.u16.part
 fi
 
-# stage6 (planned for the next GPU session, smoke-tested on the CPU only): the trunk resumed from
-# the stage4/5 pack with the teacher's KL on chat.u16 + chat2.u16 (gen2's fresh 8.9 M tokens),
+# stage6: the trunk resumed from the stage5 pack with the teacher's KL on chat.u16 + chat2.u16
+# (gen2's fresh 8.9 M tokens; each file's last 1% stays held out, so held_chat.txt stays unseen),
 # then the MTP block refit on the new trunk as stage 5 does. Before it, in back-to-back calls:
-# `stash` with the 4 pack files (.gpu/p .gpu/q0..q2, with .gpu/data holding chat.u16.xz and
-# chat2.u16.xz), `tstash` with the 5 teacher pieces; stage6 carries .gpu/p5.sha256 and
-# .gpu/teacher.sha256. Back: the whole pack (4 files).
-if [ "$1" = stage6 ]; then
+# `stash` with the 5 pack files (.gpu/p .gpu/q0..q2, with .gpu/data holding chat.u16.xz and
+# chat2.u16.xz) and `tstash` with the 5 teacher pieces. stage6t trains the trunk for TRUNK_S
+# seconds and resumes where the last call stopped (one call cannot hold the whole run);
+# stage6m fits the MTP block on it and packs. Both carry .gpu/p5.sha256 and .gpu/teacher.sha256.
+# Back: the whole pack (4 files + the histories).
+if [ "$1" = stage6t ]; then
   (cd $S/pack5 && sha256sum -c) < .gpu/p5.sha256
   mkdir -p $S/w6
   python3 train/train.py trunk --data $S/chat.u16,$S/chat2.u16 --work $S/w6 --init-pack $S/pack5 \
-      --teacher $T --seconds ${TRUNK_S:-420} --total-steps ${STEPS:-1400} --lr ${LR:-6e-4} --warmup 50 \
+      --teacher $T --seconds ${TRUNK_S:-450} --total-steps ${STEPS:-3000} --lr ${LR:-6e-4} --warmup 50 \
       --batch 64 --log-every 50 2>&1 | grep -v Converting
+fi
+if [ "$1" = stage6m ]; then
   python3 train/train.py mtp --data $S/chat.u16,$S/chat2.u16 --work $S/w6 --init-pack $S/pack5 \
-      --self-kl 0.8 --seconds ${MTP_S:-120} --total-steps ${MTP_STEPS:-500} --batch 32 --lr 5e-4 \
+      --self-kl 0.8 --seconds ${MTP_S:-150} --total-steps ${MTP_STEPS:-600} --batch 32 --lr 5e-4 \
       --warmup 20 --log-every 100
   python3 train/train.py pack --work $S/w6 --out $OUT/pack
   cp $S/w6/trunk_hist.json $OUT/trunk_hist_stage6.json; cp $S/w6/mtp_hist.json $OUT/mtp_hist_stage6.json
+fi
+
+# align (experiment, 2026-12-03, on the last 400 s of that session's GPU budget): the stage6
+# trunk fine-tuned CE-only (the teacher did not fit the remaining budget) on conversation-aligned
+# windows (train.py --align), to see whether the prompt gain (train/prompt_gain.py) moves.
+# `s6stash` carries .gpu/w .gpu/x .gpu/data .gpu/s6a (pack-0, pack-1); `align` carries .gpu/s6b
+# (pack-2, pack-3) and .gpu/p6.sha256. Back: the trunk's pack (no MTP block).
+if [ "$1" = s6stash ] || [ "$1" = align ]; then
+  mkdir -p $S/pack6
+  for d in .gpu/s6a .gpu/s6b; do if [ -d $d ]; then cp $d/* $S/pack6/; fi; done
+  [ -f $S/chat.u16 ] || xz -dc .gpu/data/chat.u16.xz > $S/chat.u16
+  [ -f $S/chat2.u16 ] || xz -dc .gpu/data/chat2.u16.xz > $S/chat2.u16
+fi
+if [ "$1" = align ]; then
+  (cd $S/pack6 && sha256sum -c) < .gpu/p6.sha256
+  python3 train/train.py trunk --data $S/chat.u16,$S/chat2.u16 --work $S/w7 --init-pack $S/pack6 --align \
+      --seconds ${TRUNK_S:-150} --total-steps ${STEPS:-500} --lr ${LR:-3e-4} --warmup 20 --batch 64 --log-every 50
+  python3 train/train.py pack --work $S/w7 --out $OUT/pack
+  cp $S/w7/trunk_hist.json $OUT/trunk_hist_align.json
 fi

@@ -75,16 +75,35 @@ def cmd_gen(a):
 class Batches:
     """Random windows of a flat token stream (conversations back to back)."""
 
-    def __init__(self, paths, seq, batch, seed, holdout):
-        data = np.concatenate([np.fromfile(p, dtype=np.uint16) for p in paths.split(",")])
-        n_hold = int(len(data) * holdout)
-        self.train, self.hold = data[:len(data) - n_hold], data[len(data) - n_hold:]
+    def __init__(self, paths, seq, batch, seed, holdout, align=False):
+        # each file keeps its own last `holdout` share out of training, so a file's held tail
+        # (train/held.py, the model card's held text) stays unseen when later files join it
+        heads, tails = [], []
+        for p in paths.split(","):
+            d = np.fromfile(p, dtype=np.uint16)
+            n_hold = int(len(d) * holdout)
+            heads.append(d[:len(d) - n_hold])
+            tails.append(d[len(d) - n_hold:])
+        self.train, self.hold = np.concatenate(heads), np.concatenate(tails)
         self.seq, self.batch = seq, batch
         self.rng = np.random.default_rng(seed)
+        self.starts = None
+        if align:
+            # windows start where a conversation starts (the data's first two tokens,
+            # `<|im_start|>system`), so every answer token sees its question; random starts
+            # cut the question off for about a quarter of the answer tokens
+            self.starts = {h: self._starts(d, self.train[:2]) for h, d in ((False, self.train), (True, self.hold))}
+
+    def _starts(self, d, mark):
+        s = np.flatnonzero((d[:-1] == mark[0]) & (d[1:] == mark[1]))
+        return s[s < len(d) - self.seq - 1]
 
     def get(self, device, hold=False):
         d = self.hold if hold else self.train
-        idx = self.rng.integers(0, len(d) - self.seq - 1, self.batch)
+        if self.starts is not None:
+            idx = self.rng.choice(self.starts[hold], self.batch)
+        else:
+            idx = self.rng.integers(0, len(d) - self.seq - 1, self.batch)
         x = np.stack([d[i:i + self.seq] for i in idx]).astype(np.int64)
         return torch.from_numpy(x).to(device)
 
@@ -144,7 +163,7 @@ def cmd_trunk(a):
         teacher.tie_weights()
         teacher = teacher.to(device=dev, dtype=torch.bfloat16).eval()
     log("teacher:", "on (KL)" if teacher is not None else "off (CE only)")
-    data = Batches(a.data, a.seq, a.batch, a.seed + step, a.holdout)
+    data = Batches(a.data, a.seq, a.batch, a.seed + step, a.holdout, a.align)
     amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
     t0, last_ck = time.time(), time.time()
     model.train()
@@ -305,6 +324,7 @@ def main():
     p.add_argument("--total-steps", type=int, default=3000)
     p.add_argument("--kl-w", type=float, default=0.7)
     p.add_argument("--holdout", type=float, default=0.01)
+    p.add_argument("--align", action="store_true", help="windows start at conversation starts")
     p.add_argument("--log-every", type=int, default=25)
     p.add_argument("--ckpt-every", type=float, default=120)
     p.add_argument("--depth", type=int, default=3)

@@ -1,0 +1,72 @@
+"""flash-mini's loss curves from the training histories that train.py writes.
+
+  python train/plot_loss.py docs/flash-mini/hist docs/flash-mini/loss.png
+
+Left: the trunk over all the tokens it has seen, stage by stage (each stage's history counts
+its tokens from zero, so they are laid end to end). Middle: the MTP block's CE per depth
+(stages 3-4, trained on the teacher's text). Right: stages 5-6, trained on the trunk's own
+distribution: held-out top-1 agreement with the trunk and the mean run of agreeing chained
+drafts (train.py's stand-in for accepted drafts per verify window).
+"""
+import json
+import os
+import sys
+
+
+def load(d, name):
+    p = os.path.join(d, name)
+    return json.load(open(p)) if os.path.exists(p) else []
+
+
+def main():
+    d, out = sys.argv[1:3]
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4.2))
+    off = 0.0
+    for name, label in [("trunk_stage2-3.json", "stages 2-3"), ("trunk_stage4.json", "stage 4"),
+                        ("trunk_stage6.json", "stage 6")]:
+        h = load(d, name)
+        if not h:
+            continue
+        x = [off + r["tokens"] / 1e6 for r in h]
+        a.plot(x, [r["ce"] for r in h], color="C0", lw=1)
+        a.plot(x, [r["held_ce"] for r in h], color="C1", lw=1)
+        a.plot(x, [r["kl"] for r in h], color="C2", lw=1)
+        a.axvline(off, color="grey", lw=0.6, ls=":")
+        a.text(off + 1, 2.6, label, fontsize=7, rotation=90, va="bottom")
+        off = x[-1]
+    a.plot([], [], color="C0", label="train CE")
+    a.plot([], [], color="C1", label="held-out CE (last 1% of each data file)")
+    a.plot([], [], color="C2", label="KL(teacher || student)")
+    a.set(xlabel="tokens seen (M)", ylabel="nats/token", ylim=(0, 6), title="trunk (batch 64 x 512)")
+    a.legend(fontsize=7, loc="upper right")
+
+    s0 = 0
+    for name, ls in [("mtp_stage3.json", "-"), ("mtp_stage4.json", "--")]:
+        h = load(d, name)
+        for k in range(3):
+            b.plot([s0 + r["step"] for r in h], [r["per_depth"][k] for r in h], ls=ls, color=f"C{k}",
+                   label=f"depth {k + 1} ({name[4:10].replace('_', ' ')})")
+        s0 += h[-1]["step"] if h else 0
+    b.set(xlabel="MTP step (batch 32 x 512)", ylabel="CE nats/token", ylim=(1, 7),
+          title="MTP block, teacher's text (stages 3-4)")
+    b.legend(fontsize=7)
+
+    for name, col in [("mtp_stage5.json", "C3"), ("mtp_stage6.json", "C4")]:
+        h = load(d, name)
+        st = name[4:10].replace("_", " ")
+        c.plot([r["step"] for r in h], [r["held_accepted"] for r in h], color=col, label=f"{st}: agreeing run")
+        c.plot([r["step"] for r in h], [sum(r["held_top1"]) / 3 for r in h], color=col, ls="--",
+               label=f"{st}: top-1 = trunk's (mean of 3 depths)")
+    c.set(xlabel="MTP step (batch 32 x 512)", ylim=(0, 2.2),
+          title="MTP block vs the trunk's own argmax (held out)")
+    c.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""How much a model's answers depend on the question: the prompt gain on held-out conversations.
+
+  python train/prompt_gain.py DATA.u16 TOKDIR N MODEL [MODEL ...]
+      MODEL: an HF checkpoint dir (train/export.py) or a .gguf that transformers reads (the teacher)
+
+For N teacher conversations from DATA's held-out tail (train.py's last 1%, never trained on),
+each answer is scored twice under the chat template: after its own question, and after the
+question of another held conversation (a fixed derangement). The prompt gain is the mean of
+NLL(answer | other question) - NLL(answer | own question), in nats per answer token. A model that
+ignores the question gains 0; the teacher wrote these answers to their questions, so its gain is
+the yardstick. Perplexity alone cannot show this: fluent off-topic text scores well.
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import model as fm  # noqa: E402
+
+
+def held_conversations(data, tok, n):
+    d = np.fromfile(data, dtype=np.uint16)
+    text = tok.decode(d[len(d) - int(len(d) * 0.01):].tolist())
+    out = []
+    for c in text.split("<|im_start|>user\n")[1:]:
+        if "<|im_start|>assistant\n" not in c:
+            continue
+        q, rest = c.split("<|im_end|>", 1)
+        a = rest.split("<|im_start|>assistant\n", 1)[1].split("<|im_end|>")[0]
+        if a.strip():
+            out.append((q, a))
+    return out[1:n + 1]   # the first may have lost its start
+
+
+def load(path):
+    fm.patch_indexer()
+    from transformers import AutoModelForCausalLM
+    if path.endswith(".gguf"):
+        d, f = os.path.split(path)
+        return AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32).eval()
+    from transformers import Qwen4ExpForCausalLM
+    return Qwen4ExpForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+
+
+def answer_nll(m, tok, q, a):
+    p = tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
+    pi = tok(p, add_special_tokens=False).input_ids
+    ai = tok(a + "<|im_end|>", add_special_tokens=False).input_ids
+    x = torch.tensor([pi + ai])
+    with torch.no_grad():
+        logits = m(input_ids=x, use_cache=False).logits[0, len(pi) - 1:-1].float()
+    return F.cross_entropy(logits, torch.tensor(ai)).item()
+
+
+def main():
+    data, tok_dir, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    conv = held_conversations(data, tok, n)
+    wrong = [(i + 1 + i % 7) % len(conv) for i in range(len(conv))]   # never i itself
+    print(f"{len(conv)} held conversations from {data}")
+    for path in sys.argv[4:]:
+        m = load(path)
+        own = np.array([answer_nll(m, tok, q, a) for q, a in conv])
+        oth = np.array([answer_nll(m, tok, conv[j][0], a) for (q, a), j in zip(conv, wrong)])
+        g = oth - own
+        print(f"{path}: NLL own {own.mean():.3f}, other question {oth.mean():.3f}, "
+              f"prompt gain {g.mean():.3f} ± {g.std(ddof=1) / np.sqrt(len(g)):.3f} nats/token, "
+              f"positive for {(g > 0).mean() * 100:.0f}%")
+
+
+if __name__ == "__main__":
+    main()
