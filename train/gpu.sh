@@ -85,7 +85,7 @@ if [ "$1" = tstash ] || [ "$1" = gen2 ]; then
   for d in .gpu/t0 .gpu/t1 .gpu/t2 .gpu/t3 .gpu/t4; do if [ -d $d ]; then cp $d/* $S/teacher/; fi; done
   ls -la $S/teacher
 fi
-if [ "$1" = gen2 ] || [ "$1" = stage6t ]; then
+if [ "$1" = gen2 ] || [ "$1" = stage6t ] || [ "$1" = stage7t ]; then
   cat $S/teacher/teacher.p0 $S/teacher/teacher.p1 $S/teacher/teacher.p2 $S/teacher/teacher.p3 \
       $S/teacher/teacher.p4 > $T
   echo "$(cat .gpu/teacher.sha256)  $T" | sha256sum -c
@@ -104,19 +104,26 @@ fi
 # seconds and resumes where the last call stopped (one call cannot hold the whole run);
 # stage6m fits the MTP block on it and packs. Both carry .gpu/p5.sha256 and .gpu/teacher.sha256.
 # Back: the whole pack (4 files + the histories).
-if [ "$1" = stage6t ]; then
-  (cd $S/pack5 && sha256sum -c) < .gpu/p5.sha256
-  mkdir -p $S/w6
-  python3 train/train.py trunk --data $S/chat.u16,$S/chat2.u16 --work $S/w6 --init-pack $S/pack5 \
+# stage7t/stage7m (next GPU session, not run yet): the same two steps from the stage 6 pack
+# ($S/pack6, brought by `s6stash` + `align`'s carries as below, without running `align`) on
+# conversation-aligned windows (train.py --align) with the teacher's KL, for the prompt gain.
+case "$1" in
+  stage6t|stage6m) INIT=$S/pack5; W=$S/w6; SUMS=.gpu/p5.sha256; ALIGN="" ;;
+  stage7t|stage7m) INIT=$S/pack6; W=$S/w8; SUMS=.gpu/p6.sha256; ALIGN="--align" ;;
+esac
+if [ "$1" = stage6t ] || [ "$1" = stage7t ]; then
+  (cd $INIT && sha256sum -c) < $SUMS
+  mkdir -p $W
+  python3 train/train.py trunk --data $S/chat.u16,$S/chat2.u16 --work $W --init-pack $INIT $ALIGN \
       --teacher $T --seconds ${TRUNK_S:-450} --total-steps ${STEPS:-3000} --lr ${LR:-6e-4} --warmup 50 \
       --batch 64 --log-every 50 2>&1 | grep -v Converting
 fi
-if [ "$1" = stage6m ]; then
-  python3 train/train.py mtp --data $S/chat.u16,$S/chat2.u16 --work $S/w6 --init-pack $S/pack5 \
+if [ "$1" = stage6m ] || [ "$1" = stage7m ]; then
+  python3 train/train.py mtp --data $S/chat.u16,$S/chat2.u16 --work $W --init-pack $INIT \
       --self-kl 0.8 --seconds ${MTP_S:-150} --total-steps ${MTP_STEPS:-600} --batch 32 --lr 5e-4 \
       --warmup 20 --log-every 100
-  python3 train/train.py pack --work $S/w6 --out $OUT/pack
-  cp $S/w6/trunk_hist.json $OUT/trunk_hist_stage6.json; cp $S/w6/mtp_hist.json $OUT/mtp_hist_stage6.json
+  python3 train/train.py pack --work $W --out $OUT/pack
+  st=${1%m}; cp $W/trunk_hist.json $OUT/trunk_hist_$st.json; cp $W/mtp_hist.json $OUT/mtp_hist_$st.json
 fi
 
 # align (experiment, 2026-12-03, on the last 400 s of that session's GPU budget): the stage6
