@@ -52,7 +52,7 @@ def answer_nll(m, tok, q, a):
     x = torch.tensor([pi + ai])
     with torch.no_grad():
         logits = m(input_ids=x, use_cache=False).logits[0, len(pi) - 1:-1].float()
-    return F.cross_entropy(logits, torch.tensor(ai)).item()
+    return F.cross_entropy(logits, torch.tensor(ai), reduction="none").numpy()   # (answer tokens,)
 
 
 def main():
@@ -64,12 +64,17 @@ def main():
     print(f"{len(conv)} held conversations from {data}")
     for path in sys.argv[4:]:
         m = load(path)
-        own = np.array([answer_nll(m, tok, q, a) for q, a in conv])
-        oth = np.array([answer_nll(m, tok, conv[j][0], a) for (q, a), j in zip(conv, wrong)])
-        g = oth - own
-        print(f"{path}: NLL own {own.mean():.3f}, other question {oth.mean():.3f}, "
-              f"prompt gain {g.mean():.3f} ± {g.std(ddof=1) / np.sqrt(len(g)):.3f} nats/token, "
-              f"positive for {(g > 0).mean() * 100:.0f}%")
+        own = [answer_nll(m, tok, q, a) for q, a in conv]
+        oth = [answer_nll(m, tok, conv[j][0], a) for (q, a), j in zip(conv, wrong)]
+        g = np.array([(b - a).mean() for a, b in zip(own, oth)])   # per answer
+        print(f"{path}: NLL own {np.mean([a.mean() for a in own]):.3f}, other question "
+              f"{np.mean([b.mean() for b in oth]):.3f}, prompt gain {g.mean():.3f} ± "
+              f"{g.std(ddof=1) / np.sqrt(len(g)):.3f} nats/token, positive for {(g > 0).mean() * 100:.0f}%")
+        # where in the answer the question helps: the opening tokens name the subject
+        for lo, hi in ((0, 16), (16, 64), (64, 10**6)):
+            d = np.concatenate([(b - a)[lo:hi] for a, b in zip(own, oth)])
+            print(f"    answer tokens {lo}..{min(hi, 10**6) if hi < 10**6 else 'end'}: gain {d.mean():.3f} "
+                  f"over {len(d)} tokens")
 
 
 if __name__ == "__main__":
