@@ -91,7 +91,7 @@ class Batches:
         if align:
             # windows start where a conversation starts (the data's first two tokens,
             # `<|im_start|>system`), so every answer token sees its question; random starts
-            # cut the question off for about a quarter of the answer tokens
+            # cut the question off for about a third of the answer tokens (docs/flash-mini.md)
             self.starts = {h: self._starts(d, self.train[:2]) for h, d in ((False, self.train), (True, self.hold))}
 
     def _starts(self, d, mark):
