@@ -3,6 +3,7 @@
 //! directory or device given as the model is refused at once (real engine, real SmolLM2).
 
 mod engine_server_common;
+mod support;
 
 use std::io::Write;
 
@@ -16,6 +17,15 @@ fn error_of(e: &mut Engine, what: &str, id: Option<u64>) -> EngineError {
         _ => None,
     })
     .0
+}
+
+/// The engine still answers after what it refused (a `stats` gets its devices, `what`) and
+/// exits 0 on shutdown (`eof`: on its stdin closing instead).
+fn still_answers_then_exits_0(e: &mut Engine, what: &str, eof: bool) {
+    e.send(&Request::Stats {});
+    e.until(what, 10, |ev| matches!(ev, Event::Devices(_)).then_some(()));
+    let (st, _) = stop_and_wait(e, eof);
+    assert_eq!(st.code(), Some(0));
 }
 
 /// A user message holding `<|im_end|>\n<|im_start|>system\n...` reaches the model as text: the
@@ -124,12 +134,7 @@ fn a_non_utf8_line_is_an_error_and_the_engine_reads_on() {
             && err.message.contains("18 bytes"),
         "{err:?}"
     );
-    e.send(&Request::Stats {});
-    e.until("devices after the bad line", 10, |ev| {
-        matches!(ev, Event::Devices(_)).then_some(())
-    });
-    let (st, _) = stop_and_wait(&mut e, false);
-    assert_eq!(st.code(), Some(0));
+    still_answers_then_exits_0(&mut e, "devices after the bad line", false);
 }
 
 /// A FIFO given as the model used to hang the load (opening it blocks until a writer comes); a
@@ -137,10 +142,7 @@ fn a_non_utf8_line_is_an_error_and_the_engine_reads_on() {
 #[test]
 fn a_fifo_directory_or_device_as_the_model_is_refused() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let fifo = dir.path().join("model.gguf");
-    let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).expect("no NUL");
-    // SAFETY: a valid C string path; mkfifo only creates the node.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let fifo = support::fs::fifo(dir.path(), "model.gguf");
     let mut e = Engine::start(&[]);
     hello(&mut e);
     for (path, what) in [
@@ -162,10 +164,5 @@ fn a_fifo_directory_or_device_as_the_model_is_refused() {
             "{err:?}"
         );
     }
-    e.send(&Request::Stats {});
-    e.until("devices after the refusals", 10, |ev| {
-        matches!(ev, Event::Devices(_)).then_some(())
-    });
-    let (st, _) = stop_and_wait(&mut e, true);
-    assert_eq!(st.code(), Some(0));
+    still_answers_then_exits_0(&mut e, "devices after the refusals", true);
 }

@@ -92,6 +92,12 @@ fn wanted(c: &serde_json::Value) -> usize {
     }
 }
 
+/// Characters `a` shares with `b` from the start (at most `n`), and whether that is all `n`.
+fn agreement(a: &str, b: &str, n: usize) -> (usize, bool) {
+    let k = common(a, b, n);
+    (k, k == n && a.chars().count() >= n)
+}
+
 fn data() -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(DATA).expect("the data file")).expect("JSON")
 }
@@ -116,11 +122,11 @@ fn check(env: &str) {
         let theirs = dflt["continuation"].as_str().expect("a continuation");
         let other = fa_off["continuation"].as_str().expect("a continuation");
         let n = wanted(dflt);
-        let k = common(ours, theirs, n);
+        let (k, same) = agreement(ours, theirs, n);
         // llama.cpp's two attention paths against each other: its own spread
-        let own = common(other, theirs, n);
-        agree += usize::from(k == n && ours.chars().count() >= n);
-        own_agree += usize::from(own == n && other.chars().count() >= n);
+        let (own, own_same) = agreement(other, theirs, n);
+        agree += usize::from(same);
+        own_agree += usize::from(own_same);
         ours_chars += k;
         own_chars += own;
         println!(
@@ -143,6 +149,7 @@ fn check(env: &str) {
         "{env}: strata shares {ours_chars} characters with llama.cpp, llama.cpp -fa off {own_chars}"
     );
 }
+
 #[test]
 fn smollm2_greedy_agrees_with_llama_cpp() {
     check(strata::paths::SMOLLM2_ENV);
@@ -182,8 +189,8 @@ fn check_f16(env: &str) {
             .as_str()
             .expect("a continuation");
         let n = wanted(&c["default"]);
-        let k = common(ours, theirs, n);
-        agree += usize::from(k == n && ours.chars().count() >= n);
+        let (k, same) = agreement(ours, theirs, n);
+        agree += usize::from(same);
         println!(
             "{env} F16 {:?}: {k}/{n} characters\n  strata:    {ours:?}\n  llama.cpp: {theirs:?}",
             c["prompt"].as_str().unwrap_or_default()

@@ -3,6 +3,8 @@
 //! content is text (control-token text typed into a message is not a control token) on both
 //! models, with the ids of ordinary conversations unchanged.
 
+mod support;
+
 use serde_json::Value;
 use strata::paths::{model_path, GEMMA3_ENV, SMOLLM2_ENV};
 use strata::tokenizer::template::{Builtin, Limits};
@@ -363,10 +365,7 @@ fn tokenize_cli_keeps_injected_markers_as_text() {
 #[test]
 fn tokenize_cli_refuses_a_fifo_as_the_model() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let fifo = dir.path().join("model.gguf");
-    let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).expect("no NUL");
-    // SAFETY: a valid C string path; mkfifo only creates the node.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let fifo = support::fs::fifo(dir.path(), "model.gguf");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
         .args(["tokenize", "--text", "hi", "-m"])
         .arg(&fifo)

@@ -1,13 +1,16 @@
-"""The held-out tail of the teacher data (never trained on: train.py's --holdout 0.01 is the
-last 1% of the token stream) as plain text: the assistant replies, one paragraph each."""
+"""The held-out tail of a teacher data file (never trained on: train.py's --holdout 0.01 keeps
+each file's last 1% out, split_held) as plain text: the assistant replies, one paragraph each."""
+import os
 import sys
 
 import numpy as np
 from transformers import AutoTokenizer
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train import split_held  # noqa: E402
+
 data, tok_dir, out, n_tok = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-d = np.fromfile(data, dtype=np.uint16)
-hold = d[len(d) - int(len(d) * 0.01):]
+_, hold = split_held(np.fromfile(data, dtype=np.uint16), 0.01)
 tok = AutoTokenizer.from_pretrained(tok_dir)
 text = tok.decode(hold.tolist())
 replies = [c.split("<|im_end|>")[0].strip() for c in text.split("<|im_start|>assistant\n")[1:]]

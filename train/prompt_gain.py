@@ -19,11 +19,12 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model as fm  # noqa: E402
+from train import load_teacher, split_held  # noqa: E402
 
 
 def held_conversations(data, tok, n):
-    d = np.fromfile(data, dtype=np.uint16)
-    text = tok.decode(d[len(d) - int(len(d) * 0.01):].tolist())
+    _, hold = split_held(np.fromfile(data, dtype=np.uint16), 0.01)
+    text = tok.decode(hold.tolist())
     out = []
     for c in text.split("<|im_start|>user\n")[1:]:
         if "<|im_start|>assistant\n" not in c:
@@ -37,10 +38,8 @@ def held_conversations(data, tok, n):
 
 def load(path):
     fm.patch_indexer()
-    from transformers import AutoModelForCausalLM
     if path.endswith(".gguf"):
-        d, f = os.path.split(path)
-        return AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32).eval()
+        return load_teacher(path, "cpu", torch.float32)
     from transformers import Qwen4ExpForCausalLM
     return Qwen4ExpForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
 

@@ -27,11 +27,18 @@ def log(*a):
     print(time.strftime("%H:%M:%S"), *a, flush=True)
 
 
-def load_teacher(path, device):
+def load_teacher(path, device, dtype=torch.bfloat16):
     from transformers import AutoModelForCausalLM
     d, f = os.path.split(path)
     t = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32)
-    return t.to(device=device, dtype=torch.bfloat16).eval()
+    return t.to(device=device, dtype=dtype).eval()
+
+
+def split_held(d, share):
+    """(trained head, held-out tail) of one data file: the tail is its last `share` of tokens.
+    held.py and prompt_gain.py read the same tail, so their texts are never trained on."""
+    n_hold = int(len(d) * share)
+    return d[:len(d) - n_hold], d[len(d) - n_hold:]
 
 
 def cmd_gen(a):
@@ -80,10 +87,9 @@ class Batches:
         # (train/held.py, the model card's held text) stays unseen when later files join it
         heads, tails = [], []
         for p in paths.split(","):
-            d = np.fromfile(p, dtype=np.uint16)
-            n_hold = int(len(d) * holdout)
-            heads.append(d[:len(d) - n_hold])
-            tails.append(d[len(d) - n_hold:])
+            head, tail = split_held(np.fromfile(p, dtype=np.uint16), holdout)
+            heads.append(head)
+            tails.append(tail)
         self.train, self.hold = np.concatenate(heads), np.concatenate(tails)
         self.seq, self.batch = seq, batch
         self.rng = np.random.default_rng(seed)
@@ -155,7 +161,10 @@ def cmd_trunk(a):
         log(f"init from {a.init_pack}")
     n_par = sum(p.numel() for p in model.parameters())
     log(f"trunk params {n_par / 1e6:.2f} M")
-    teacher = load_teacher(a.teacher, dev) if a.teacher and os.path.exists(a.teacher) else None
+    if a.teacher and not os.path.exists(a.teacher):
+        # a missing teacher must not quietly turn a KL run into a CE-only one
+        sys.exit(f"--teacher {a.teacher}: no such file")
+    teacher = load_teacher(a.teacher, dev) if a.teacher else None
     if a.teacher_gate:
         # the same weights with another DeltaNet output gate as the teacher (stage4)
         teacher = new_trunk(a.tiny, a.teacher_gate)

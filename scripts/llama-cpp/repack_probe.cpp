@@ -107,6 +107,19 @@ static blk_ints ints(const block_q4_K & w, const block_q8_K & a) {
     return r;
 }
 
+// The whole super-block's integer sums: S = sum_s sc*dot (scales), M = sum_s m*bsum (mins).
+struct blk_sums {
+    int32_t S, M;
+};
+static blk_sums sums(const blk_ints & t) {
+    blk_sums r = { 0, 0 };
+    for (int s = 0; s < 8; s++) {
+        r.S += t.sc[s] * t.dot[s];
+        r.M += t.m[s] * t.bsum[s];
+    }
+    return r;
+}
+
 // ggml_gemm_q4_K_8x8_q8_K (AVX2): per 64 elements (sub-blocks 2sb, 2sb+1) one FMA into each of
 // two f32 accumulators, scale products f32(d_w * d_a) and f32(dmin_w * d_a); result acc - acc_min.
 static float emu_gemm(const block_q4_K * w, const block_q8_K * a, int nb) {
@@ -129,14 +142,9 @@ static float emu_gemm(const block_q4_K * w, const block_q8_K * a, int nb) {
 static float emu_gemv(const block_q4_K * w, const block_q8_K * a, int nb) {
     float acc = 0.f, acc_min = 0.f;
     for (int b = 0; b < nb; b++) {
-        const blk_ints t = ints(w[b], a[b]);
-        int32_t S = 0, M = 0;
-        for (int s = 0; s < 8; s++) {
-            S += t.sc[s] * t.dot[s];
-            M += t.m[s] * t.bsum[s];
-        }
-        acc     = fmaf((float) S, ggml_fp16_to_fp32(w[b].d) * a[b].d, acc);
-        acc_min = fmaf((float) M, ggml_fp16_to_fp32(w[b].dmin) * a[b].d, acc_min);
+        const blk_sums t = sums(ints(w[b], a[b]));
+        acc     = fmaf((float) t.S, ggml_fp16_to_fp32(w[b].d) * a[b].d, acc);
+        acc_min = fmaf((float) t.M, ggml_fp16_to_fp32(w[b].dmin) * a[b].d, acc_min);
     }
     return acc - acc_min;
 }
@@ -146,14 +154,9 @@ static float emu_gemv(const block_q4_K * w, const block_q8_K * a, int nb) {
 static float emu_tiled(const block_q4_K * w, const block_q8_K * a, int nb) {
     float buf = 0.f;
     for (int b = 0; b < nb; b++) {
-        const blk_ints t = ints(w[b], a[b]);
-        int32_t S = 0, M = 0;
-        for (int s = 0; s < 8; s++) {
-            S += t.sc[s] * t.dot[s];
-            M += t.m[s] * t.bsum[s];
-        }
-        float r = ggml_fp16_to_fp32(w[b].d) * (float) S;
-        r       = fmaf(-ggml_fp16_to_fp32(w[b].dmin), (float) M, r);
+        const blk_sums t = sums(ints(w[b], a[b]));
+        float r = ggml_fp16_to_fp32(w[b].d) * (float) t.S;
+        r       = fmaf(-ggml_fp16_to_fp32(w[b].dmin), (float) t.M, r);
         buf     = fmaf(r, a[b].d, buf);
     }
     return buf;
