@@ -1,4 +1,4 @@
-//! Model conversions that keep a model's function and change its architecture. One today:
+//! Model conversions that keep a model's function and change how it is stored. Two today:
 //! `hc` turns a `llama` GGUF (SmolLM2) into the same model with hyper-connection residual
 //! streams, architecture `strata-hc-llama` (Strata's own name: llama's layers + the HC mixers;
 //! engine/model/arch/hc_llama.rs). Every tensor of the source is copied as stored except the
