@@ -85,7 +85,7 @@ fi
 # 3b. flash-mini (docs/flash-mini.md): the small trained qwen4exp, committed in the repo (35 MB,
 #     Q4_K_M with the hyper-connection tensors BF16). Its sha256 is checked once per recorded digest.
 FLASH=$PROJECT/assets/models/flash-mini-Q4_K_M.gguf
-FLASH_SHA256=a156b5d22b400325428960a1683ab6b84aec5215d138e320d30fdc87c593b85e
+FLASH_SHA256=dfc1ea5a73913c240d73ad6fe65a83d80a569ab491f82b7816a6097a56855d2d
 if [ "$(cat "$MODELS/flash-mini.ok" 2>/dev/null)" != "$FLASH_SHA256" ]; then
   got=$(sha256sum "$FLASH" | cut -d' ' -f1)
   if [ "$got" != "$FLASH_SHA256" ]; then

@@ -109,7 +109,7 @@ fi
 #   align:  an experiment on the last 140 s of that session's GPU: stage 6's trunk on
 #           conversation-aligned windows (train.py --align), CE only (the teacher did not fit);
 #           packed at once, no MTP block (not shipped).
-#   stage7: stage 6's pack on aligned windows with the teacher's KL (the next GPU session).
+#   stage7: stage 6's pack on aligned windows with the teacher's KL (shipped 2026-12-03).
 case "$1" in
   stage6t|stage6m) INIT=$S/pack5; W=$S/w6; SUMS=.gpu/p5.sha256; ALIGN=""; KL=1 ;;
   align)           INIT=$S/pack6; W=$S/w7; SUMS=.gpu/p6.sha256; ALIGN="--align"; KL=0 ;;

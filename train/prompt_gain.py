@@ -1,7 +1,8 @@
 """How much a model's answers depend on the question: the prompt gain on held-out conversations.
 
   python train/prompt_gain.py DATA.u16 TOKDIR N MODEL [MODEL ...]
-      MODEL: an HF checkpoint dir (train/export.py) or a .gguf that transformers reads (the teacher)
+      MODEL: an HF checkpoint dir (train/export.py) or a .gguf that transformers reads (the teacher);
+      with several models, each one after the first is also compared with the first, paired
 
 For N teacher conversations from DATA's held-out tail (train.py's last 1%, never trained on),
 each answer is scored twice under the chat template: after its own question, and after the
@@ -61,11 +62,13 @@ def main():
     conv = held_conversations(data, tok, n)
     wrong = [(i + 1 + i % 7) % len(conv) for i in range(len(conv))]   # never i itself
     print(f"{len(conv)} held conversations from {data}")
+    gains = {}
     for path in sys.argv[4:]:
         m = load(path)
         own = [answer_nll(m, tok, q, a) for q, a in conv]
         oth = [answer_nll(m, tok, conv[j][0], a) for (q, a), j in zip(conv, wrong)]
         g = np.array([(b - a).mean() for a, b in zip(own, oth)])   # per answer
+        gains[path] = g
         print(f"{path}: NLL own {np.mean([a.mean() for a in own]):.3f}, other question "
               f"{np.mean([b.mean() for b in oth]):.3f}, prompt gain {g.mean():.3f} ± "
               f"{g.std(ddof=1) / np.sqrt(len(g)):.3f} nats/token, positive for {(g > 0).mean() * 100:.0f}%")
@@ -74,6 +77,13 @@ def main():
             d = np.concatenate([(b - a)[lo:hi] for a, b in zip(own, oth)])
             print(f"    answer tokens {lo}..{min(hi, 10**6) if hi < 10**6 else 'end'}: gain {d.mean():.3f} "
                   f"over {len(d)} tokens")
+    # the same answers under every model, so a difference between two models is paired: its
+    # standard error is far smaller than either model's own spread over the answers
+    first = sys.argv[4]
+    for path in sys.argv[5:]:
+        d = gains[path] - gains[first]
+        print(f"{path} - {first}: gain {d.mean():+.3f} ± {d.std(ddof=1) / np.sqrt(len(d)):.3f} "
+              f"(paired), higher for {(d > 0).mean() * 100:.0f}% of the answers")
 
 
 if __name__ == "__main__":
