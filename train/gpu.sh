@@ -4,7 +4,7 @@
 #   stage1: install the carried wheels, stash teacher part 1, smoke-test the trunk/MTP step speed
 #   stage2: rebuild the teacher GGUF, generate chat data with it, train the trunk (CE + KL)
 #   stage3: resume the trunk with the teacher, train the MTP block, pack the weights to $OUT
-#   stage4, stash, stage5, gen2, stage6t/m, align, stage7t/m: described where they are run below
+#   stage4, stash, stage5, gen2/gen3, stage6t/m, align, stage7t/m: described where they are run below
 # State lives in /root/fm (kept while the machine stays warm between calls).
 set -euo pipefail
 export PYTHONUNBUFFERED=1
@@ -59,18 +59,19 @@ fi
 # From stage 5 on, the tracked tree leaves too little of a call's 64 MiB for a pack or the
 # teacher in one call, so they travel in pieces over back-to-back calls to one warm machine. Every
 # call first copies the pieces it carries into place (below): pack files in .gpu/p .gpu/q0..q2
-# (stage 5's pack) and .gpu/s6a .gpu/s6b (stage 6's), teacher pieces in .gpu/t0..t4, the data in
-# .gpu/data/*.xz. `stash` is a call that does only that. A stage checks the pack it starts from
+# (stage 5's pack), .gpu/s6a .gpu/s6b (stage 6's) and .gpu/s7a .gpu/s7b (stage 7's), teacher
+# pieces in .gpu/t0..t4, the data in .gpu/data/*.xz. `stash` is a call that does only that. A stage checks the pack it starts from
 # against its .sha256 file, and the teacher is reassembled once, checked against
 # .gpu/teacher.sha256.
-mkdir -p $S/pack5 $S/pack6 $S/teacher
+mkdir -p $S/pack5 $S/pack6 $S/pack7 $S/teacher
 for d in .gpu/p .gpu/q0 .gpu/q1 .gpu/q2; do if [ -d $d ]; then cp $d/* $S/pack5/; fi; done
 for d in .gpu/s6a .gpu/s6b; do if [ -d $d ]; then cp $d/* $S/pack6/; fi; done
+for d in .gpu/s7a .gpu/s7b; do if [ -d $d ]; then cp $d/* $S/pack7/; fi; done
 for d in .gpu/t0 .gpu/t1 .gpu/t2 .gpu/t3 .gpu/t4; do if [ -d $d ]; then cp $d/* $S/teacher/; fi; done
-for f in chat chat2; do
+for f in chat chat2 chat3; do
   if [ -f .gpu/data/$f.u16.xz ] && [ ! -f $S/$f.u16 ]; then xz -dc .gpu/data/$f.u16.xz > $S/$f.u16; fi
 done
-if [ "$1" = stash ]; then ls -la $S/pack5 $S/pack6 $S/teacher $S/*.u16 2>/dev/null || true; fi
+if [ "$1" = stash ]; then ls -la $S/pack5 $S/pack6 $S/pack7 $S/teacher $S/*.u16 2>/dev/null || true; fi
 teacher() {
   if [ ! -f $T ]; then
     cat $S/teacher/teacher.p0 $S/teacher/teacher.p1 $S/teacher/teacher.p2 $S/teacher/teacher.p3 \
@@ -92,44 +93,50 @@ if [ "$1" = stage5 ]; then
   cp $S/w5/mtp_hist.json $OUT/mtp_hist_stage5.json
 fi
 
-# gen2: more teacher data (fresh prompts and samples: seed 1) for a later trunk run.
-# Back: chat2.u16 in 15 MiB parts ($OUT/chat2.u16.partNN; `cat` them in order).
-if [ "$1" = gen2 ]; then
+# genN (gen2, gen3): more teacher data, chatN.u16, with fresh prompts and samples (seed N - 1)
+# for a later trunk run. Back: chatN.u16 in 15 MiB parts ($OUT/chatN.u16.partNN; `cat` them in order).
+if [ "$1" = gen2 ] || [ "$1" = gen3 ]; then
+  n=${1#gen}
   teacher
-  python3 train/train.py gen --teacher $T --tok $S/tok --out $S/chat2.u16 --seed ${GEN_SEED:-1} \
+  python3 train/train.py gen --teacher $T --tok $S/tok --out $S/chat$n.u16 --seed ${GEN_SEED:-$((n - 1))} \
       --seconds ${GEN_S:-420} --batch ${GEN_B:-1024} 2>&1 | grep -v Converting
-  split -b 15728640 -d $S/chat2.u16 $OUT/chat2.u16.part
+  split -b 15728640 -d $S/chat$n.u16 $OUT/chat$n.u16.part
 fi
 
-# The trunk runs after stage 5, on chat.u16 + chat2.u16 (each file's last 1% held out, so
-# held_chat.txt stays unseen). A `...t` stage trains the trunk for TRUNK_S seconds and resumes
-# where the last call stopped (one call cannot hold the whole run); its `...m` stage refits the
-# MTP block on it as stage 5 does, and packs. Back: the whole pack (4 files + the histories).
+# The trunk runs after stage 5, on chat.u16 + chat2.u16, from stage 8 on chat3.u16 too (each
+# file's last 1% held out, so held_chat.txt stays unseen). A `...t` stage trains the trunk for
+# TRUNK_S seconds and resumes where the last call stopped (one call cannot hold the whole run);
+# its `...m` stage refits the MTP block on it as stage 5 does, and packs. BATCH and MTP_BATCH
+# (64 and 32) shrink the batches for a smoke test of a stage on the CPU. Back: the whole pack (4 files + the histories).
 #   stage6: from stage 5's pack, with the teacher's KL (shipped 2026-12-03).
 #   align:  an experiment on the last 140 s of that session's GPU: stage 6's trunk on
 #           conversation-aligned windows (train.py --align), CE only (the teacher did not fit);
 #           packed at once, no MTP block (not shipped).
 #   stage7: stage 6's pack on aligned windows with the teacher's KL (shipped 2026-12-03).
+#   stage8: stage 7's pack, the same recipe on the three data files (the next GPU session).
+DATA=$S/chat.u16,$S/chat2.u16
 case "$1" in
   stage6t|stage6m) INIT=$S/pack5; W=$S/w6; SUMS=.gpu/p5.sha256; ALIGN=""; KL=1 ;;
   align)           INIT=$S/pack6; W=$S/w7; SUMS=.gpu/p6.sha256; ALIGN="--align"; KL=0 ;;
   stage7t|stage7m) INIT=$S/pack6; W=$S/w8; SUMS=.gpu/p6.sha256; ALIGN="--align"; KL=1 ;;
+  stage8t|stage8m) INIT=$S/pack7; W=$S/w9; SUMS=.gpu/p7.sha256; ALIGN="--align"; KL=1
+                   DATA=$DATA,$S/chat3.u16 ;;
 esac
-if [ "$1" = stage6t ] || [ "$1" = stage7t ] || [ "$1" = align ]; then
+if [ "$1" = stage6t ] || [ "$1" = stage7t ] || [ "$1" = stage8t ] || [ "$1" = align ]; then
   (cd $INIT && sha256sum -c) < $SUMS
   mkdir -p $W
   TEACHER=""
   if [ $KL = 1 ]; then teacher; TEACHER="--teacher $T"; fi
-  python3 train/train.py trunk --data $S/chat.u16,$S/chat2.u16 --work $W --init-pack $INIT $ALIGN \
+  python3 train/train.py trunk --data $DATA --work $W --init-pack $INIT $ALIGN \
       $TEACHER --seconds ${TRUNK_S:-450} --total-steps ${STEPS:-3000} --lr ${LR:-6e-4} --warmup ${WARMUP:-50} \
-      --batch 64 --log-every 50 2>&1 | grep -v Converting
+      --batch ${BATCH:-64} --log-every 50 2>&1 | grep -v Converting
 fi
-if [ "$1" = stage6m ] || [ "$1" = stage7m ]; then
-  python3 train/train.py mtp --data $S/chat.u16,$S/chat2.u16 --work $W --init-pack $INIT \
-      --self-kl 0.8 --seconds ${MTP_S:-150} --total-steps ${MTP_STEPS:-600} --batch 32 --lr 5e-4 \
+if [ "$1" = stage6m ] || [ "$1" = stage7m ] || [ "$1" = stage8m ]; then
+  python3 train/train.py mtp --data $DATA --work $W --init-pack $INIT \
+      --self-kl 0.8 --seconds ${MTP_S:-150} --total-steps ${MTP_STEPS:-600} --batch ${MTP_BATCH:-32} --lr 5e-4 \
       --warmup 20 --log-every 100
 fi
-if [ "$1" = stage6m ] || [ "$1" = stage7m ] || [ "$1" = align ]; then
+if [ "$1" = stage6m ] || [ "$1" = stage7m ] || [ "$1" = stage8m ] || [ "$1" = align ]; then
   python3 train/train.py pack --work $W --out $OUT/pack
   st=${1%m}; cp $W/trunk_hist.json $OUT/trunk_hist_$st.json
   if [ -f $W/mtp_hist.json ]; then cp $W/mtp_hist.json $OUT/mtp_hist_$st.json; fi
