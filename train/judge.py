@@ -1,0 +1,87 @@
+"""Are a model's free answers about the question? The teacher judges, on held-out questions.
+
+  python train/judge.py DATA.u16 TOKDIR N TEACHER.gguf OUTDIR MODEL.gguf [MODEL.gguf ...]
+
+prompt_gain.py scores the teacher's answers (teacher forcing); this scores what each MODEL
+writes itself, the way a chat shows it. For N questions from DATA's held-out tail (never trained
+on), each MODEL answers through llama.cpp's `llama-completion --jinja -cnv -st`, sampled as in
+the model card (temp 0.7, top-p 0.9, repeat penalty 1.15, seed 1, 200 tokens). The teacher then
+scores each answer after its own question and after another held question (prompt_gain.py's
+derangement): relevance = NLL_teacher(answer | other) - NLL_teacher(answer | own), nats per
+answer token. An answer that ignores its question scores about 0; the teacher's own answers,
+through the same path, are the yardstick (pass its GGUF as a MODEL too). The answers are kept in
+OUTDIR/<folder>_<file name>/ and reused when the script runs again.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from prompt_gain import answer_nll, held_conversations, load  # noqa: E402
+
+LLAMA = os.path.join(os.environ.get("STRATA_LLAMA_CPP_DIR",
+                                    os.path.expanduser("~/.cache/strata/llama.cpp-11434")), "build", "bin")
+SAMPLING = ["-n", "200", "-c", "1024", "-t", "2", "--temp", "0.7", "--top-p", "0.9",
+            "--repeat-penalty", "1.15", "--seed", "1"]
+
+
+def label(model):
+    # two stages' files share a name (flash-mini-Q4_K_M.gguf), so the folder names the model too
+    return f"{os.path.basename(os.path.dirname(os.path.abspath(model)))}_{os.path.basename(model)}"
+
+
+def answer(model, question, path):
+    if not os.path.exists(path):
+        r = subprocess.run([os.path.join(LLAMA, "llama-completion"), "-m", model, "--jinja", "-cnv", "-st",
+                            "-p", question, "--no-display-prompt", *SAMPLING],
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
+        if r.returncode != 0:
+            sys.exit(f"llama-completion on {model} failed ({r.returncode}): {r.stderr[-500:].decode(errors='replace')}")
+        with open(path + ".tmp", "w") as f:
+            # the token limit can cut a multi-byte character in two
+            f.write(r.stdout.decode("utf-8", errors="replace"))
+        os.replace(path + ".tmp", path)
+    return open(path).read().replace("[end of text]", "").strip()
+
+
+def main():
+    data, tok_dir, n, teacher, outdir = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    models = sys.argv[6:]
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    qs = [q for q, _ in held_conversations(data, tok, n)]
+    wrong = [(i + 1 + i % 7) % len(qs) for i in range(len(qs))]   # never i itself
+    answers = {}
+    for m in models:
+        d = os.path.join(outdir, label(m))
+        os.makedirs(d, exist_ok=True)
+        answers[m] = [answer(m, q, os.path.join(d, f"{i:03d}.txt")) for i, q in enumerate(qs)]
+    judge = load(teacher)
+    print(f"{len(qs)} held questions from {data}, judged by {os.path.basename(teacher)}")
+    rel = {}
+    for m in models:
+        own, gain = [], []
+        for i, a in enumerate(answers[m]):
+            if not a:   # an empty answer has nothing to score; it counts as irrelevant
+                own.append(np.nan)
+                gain.append(0.0)
+                continue
+            o = answer_nll(judge, tok, qs[i], a)
+            w = answer_nll(judge, tok, qs[wrong[i]], a)
+            own.append(o.mean())
+            gain.append((w - o).mean())
+        g = rel[m] = np.array(gain)
+        print(f"{label(m)}: relevance {g.mean():.3f} ± {g.std(ddof=1) / np.sqrt(len(g)):.3f} "
+              f"nats/token, > 0.1 for {(g > 0.1).mean() * 100:.0f}% of the answers; teacher NLL of the "
+              f"answers {np.nanmean(own):.3f}; {sum(not a for a in answers[m])} empty")
+    # the same questions for every model, so a difference between two models is paired
+    for m in models[1:]:
+        d = rel[m] - rel[models[0]]
+        print(f"{label(m)} - {label(models[0])}: {d.mean():+.3f} ± "
+              f"{d.std(ddof=1) / np.sqrt(len(d)):.3f} (paired)")
+
+
+if __name__ == "__main__":
+    main()
