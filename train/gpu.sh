@@ -4,7 +4,7 @@
 #   stage1: install the carried wheels, stash teacher part 1, smoke-test the trunk/MTP step speed
 #   stage2: rebuild the teacher GGUF, generate chat data with it, train the trunk (CE + KL)
 #   stage3: resume the trunk with the teacher, train the MTP block, pack the weights to $OUT
-#   stage4, stash, stage5, gen2/gen3, stage6t/m, align, stage7t/m: described where they are run below
+#   stage4, stash, stage5, gen2/3/4, stage6t/m, align, stage7t/m: described where they are run below
 # State lives in /root/fm (kept while the machine stays warm between calls).
 set -euo pipefail
 export PYTHONUNBUFFERED=1
@@ -68,7 +68,7 @@ for d in .gpu/p .gpu/q0 .gpu/q1 .gpu/q2; do if [ -d $d ]; then cp $d/* $S/pack5/
 for d in .gpu/s6a .gpu/s6b; do if [ -d $d ]; then cp $d/* $S/pack6/; fi; done
 for d in .gpu/s7a .gpu/s7b; do if [ -d $d ]; then cp $d/* $S/pack7/; fi; done
 for d in .gpu/t0 .gpu/t1 .gpu/t2 .gpu/t3 .gpu/t4; do if [ -d $d ]; then cp $d/* $S/teacher/; fi; done
-for f in chat chat2 chat3; do
+for f in chat chat2 chat3 chat4; do
   if [ -f .gpu/data/$f.u16.xz ] && [ ! -f $S/$f.u16 ]; then xz -dc .gpu/data/$f.u16.xz > $S/$f.u16; fi
 done
 if [ "$1" = stash ]; then ls -la $S/pack5 $S/pack6 $S/pack7 $S/teacher $S/*.u16 2>/dev/null || true; fi
@@ -93,17 +93,23 @@ if [ "$1" = stage5 ]; then
   cp $S/w5/mtp_hist.json $OUT/mtp_hist_stage5.json
 fi
 
-# genN (gen2, gen3): more teacher data, chatN.u16, with fresh prompts and samples (seed N - 1)
-# for a later trunk run. Back: chatN.u16 in 15 MiB parts ($OUT/chatN.u16.partNN; `cat` them in order).
-if [ "$1" = gen2 ] || [ "$1" = gen3 ]; then
+# genN (gen2, gen3, gen4): more teacher data, chatN.u16, with fresh prompts and samples (seed
+# N - 1) for a later trunk run. gen2 and gen3 use the templates (prompts.prompts); gen4 has the
+# teacher write the questions too (train.py gen --self-questions; prompts.META), because a student
+# of the templates answers free-form questions poorly (docs/flash-mini.md).
+# Back: chatN.u16 in 15 MiB parts ($OUT/chatN.u16.partNN; `cat` them in order), gen4's questions.
+if [ "$1" = gen2 ] || [ "$1" = gen3 ] || [ "$1" = gen4 ]; then
   n=${1#gen}
+  SELFQ=""
+  if [ $n = 4 ]; then SELFQ="--self-questions ${GEN_Q:-40000}"; fi
   teacher
   python3 train/train.py gen --teacher $T --tok $S/tok --out $S/chat$n.u16 --seed ${GEN_SEED:-$((n - 1))} \
-      --seconds ${GEN_S:-420} --batch ${GEN_B:-1024} 2>&1 | grep -v Converting
+      $SELFQ --seconds ${GEN_S:-420} --batch ${GEN_B:-1024} 2>&1 | grep -v Converting
   split -b 15728640 -d $S/chat$n.u16 $OUT/chat$n.u16.part
+  if [ -f $S/chat$n.u16.questions.txt ]; then cp $S/chat$n.u16.questions.txt $OUT/; fi
 fi
 
-# The trunk runs after stage 5, on chat.u16 + chat2.u16, from stage 8 on chat3.u16 too (each
+# The trunk runs after stage 5, on chat.u16 + chat2.u16, from stage 8 on chat3/chat4.u16 too (each
 # file's last 1% held out, so held_chat.txt stays unseen). A `...t` stage trains the trunk for
 # TRUNK_S seconds and resumes where the last call stopped (one call cannot hold the whole run);
 # its `...m` stage refits the MTP block on it as stage 5 does, and packs. BATCH and MTP_BATCH
@@ -113,14 +119,15 @@ fi
 #           conversation-aligned windows (train.py --align), CE only (the teacher did not fit);
 #           packed at once, no MTP block (not shipped).
 #   stage7: stage 6's pack on aligned windows with the teacher's KL (shipped 2026-12-03).
-#   stage8: stage 7's pack, the same recipe on the three data files (the next GPU session).
+#   stage8: stage 7's pack, the same recipe on the four data files, after gen4 on the same
+#           machine (the next GPU session).
 DATA=$S/chat.u16,$S/chat2.u16
 case "$1" in
   stage6t|stage6m) INIT=$S/pack5; W=$S/w6; SUMS=.gpu/p5.sha256; ALIGN=""; KL=1 ;;
   align)           INIT=$S/pack6; W=$S/w7; SUMS=.gpu/p6.sha256; ALIGN="--align"; KL=0 ;;
   stage7t|stage7m) INIT=$S/pack6; W=$S/w8; SUMS=.gpu/p6.sha256; ALIGN="--align"; KL=1 ;;
   stage8t|stage8m) INIT=$S/pack7; W=$S/w9; SUMS=.gpu/p7.sha256; ALIGN="--align"; KL=1
-                   DATA=$DATA,$S/chat3.u16 ;;
+                   DATA=$DATA,$S/chat3.u16,$S/chat4.u16 ;;
 esac
 if [ "$1" = stage6t ] || [ "$1" = stage7t ] || [ "$1" = stage8t ] || [ "$1" = align ]; then
   (cd $INIT && sha256sum -c) < $SUMS

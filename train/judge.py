@@ -1,17 +1,19 @@
 """Are a model's free answers about the question? The teacher judges, on held-out questions.
 
-  python train/judge.py DATA.u16 TOKDIR N TEACHER.gguf OUTDIR MODEL.gguf [MODEL.gguf ...]
+  python train/judge.py QUESTIONS TOKDIR N TEACHER.gguf OUTDIR MODEL.gguf [MODEL.gguf ...]
+      QUESTIONS: a teacher data file (DATA.u16: its held-out tail's questions, never trained on)
+                 or a text file with one question per line (train/chat_prompts.txt)
 
 prompt_gain.py scores the teacher's answers (teacher forcing); this scores what each MODEL
-writes itself, the way a chat shows it. For N questions from DATA's held-out tail (never trained
-on), each MODEL answers through llama.cpp's `llama-completion --jinja -cnv -st`, sampled as in
+writes itself, the way a chat shows it. For the first N questions, each MODEL answers through llama.cpp's `llama-completion --jinja -cnv -st`, sampled as in
 the model card (temp 0.7, top-p 0.9, repeat penalty 1.15, seed 1, 200 tokens). The teacher then
 scores each answer after its own question and after another held question (prompt_gain.py's
 derangement): relevance = NLL_teacher(answer | other) - NLL_teacher(answer | own), nats per
 answer token. An answer that ignores its question scores about 0; the teacher's own answers,
 through the same path, are the yardstick (pass its GGUF as a MODEL too). The answers are kept in
-OUTDIR/<folder>_<file name>/ and reused when the script runs again.
+OUTDIR/<folder>_<file name>/<question digest>.txt and reused when the script runs again.
 """
+import hashlib
 import os
 import subprocess
 import sys
@@ -46,20 +48,27 @@ def answer(model, question, path):
     return open(path).read().replace("[end of text]", "").strip()
 
 
+def questions(src, tok, n):
+    if src.endswith(".txt"):
+        return [s.strip() for s in open(src) if s.strip() and not s.startswith("#")][:n]
+    return [q for q, _ in held_conversations(src, tok, n)]
+
+
 def main():
     data, tok_dir, n, teacher, outdir = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
     models = sys.argv[6:]
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(tok_dir)
-    qs = [q for q, _ in held_conversations(data, tok, n)]
+    qs = questions(data, tok, n)
     wrong = [(i + 1 + i % 7) % len(qs) for i in range(len(qs))]   # never i itself
     answers = {}
     for m in models:
         d = os.path.join(outdir, label(m))
         os.makedirs(d, exist_ok=True)
-        answers[m] = [answer(m, q, os.path.join(d, f"{i:03d}.txt")) for i, q in enumerate(qs)]
+        answers[m] = [answer(m, q, os.path.join(d, hashlib.sha1(q.encode()).hexdigest()[:16] + ".txt"))
+                      for q in qs]
     judge = load(teacher)
-    print(f"{len(qs)} held questions from {data}, judged by {os.path.basename(teacher)}")
+    print(f"{len(qs)} questions from {data}, judged by {os.path.basename(teacher)}")
     rel = {}
     for m in models:
         own, gain = [], []

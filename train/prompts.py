@@ -1,5 +1,6 @@
 """User prompts for the teacher: templates x topics, deterministic (seeded)."""
 import random
+import re
 
 TOPICS = """cats dogs the ocean the moon the sun rain snow volcanoes bees trees rivers mountains
 deserts forests birds fish whales elephants lions horses cows chickens bread cheese coffee tea
@@ -45,6 +46,51 @@ GENERAL = [
 ]
 
 
+# The teacher writing its own questions (train.py gen --self-questions): the templates above
+# teach a small student their 20 phrasings and little else (docs/flash-mini.md: relevance on
+# free-form questions is a third of the teacher's), so the teacher is asked to write the
+# questions too, in its own words, and clean_question() keeps the usable ones.
+META = [
+    "Write one question that a curious person might ask about {t}. Write only the question.",
+    "Write one question a child might ask about {t}. Write only the question.",
+    "Write one question a beginner might ask about {t}. Write only the question.",
+    "Write one everyday question about {t} that someone might type into a chat. Write only the question.",
+    "Write one request about {t} that someone could give a helpful assistant. Write only the request.",
+    "Write one question about {t} that starts with How, Why, What or Can. Write only the question.",
+]
+IMPERATIVE = {"Write", "Explain", "Tell", "Give", "Describe", "List", "Help", "Suggest", "Show", "Teach",
+              "Recommend", "Share", "Create", "Compose", "Make", "Plan", "Name", "Compare", "Summarize"}
+NOT_A_QUESTION = {"i", "i'd", "i'm", "sure", "sure,", "as", "certainly", "certainly!", "here", "here's",
+                  "of", "absolutely", "absolutely!", "okay", "ok", "great", "yes", "no"}
+
+
+def meta_prompts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    ts = topics()
+    return [rng.choice(META).format(t=rng.choice(ts)) for _ in range(n)]
+
+
+def clean_question(text: str) -> str | None:
+    """The question in the teacher's reply to a META prompt, or None when there is none."""
+    t = text.strip().split("\n")[0].strip()
+    m = re.search(r'"([^"]{8,200}[?.])"', t)          # a quoted question inside chatter
+    if m:
+        t = m.group(1)
+    if ": " in t and len(t.rsplit(": ", 1)[1].split()) >= 3:   # "A curious person might ask: ..."
+        t = t.rsplit(": ", 1)[1]
+    t = re.sub(r"^\d+[.)]\s*", "", t).strip().strip('"').strip()   # "1005. ", stray quotes
+    if "?" in t:
+        t = t[:t.index("?") + 1]
+    words = t.split()
+    if not 3 <= len(words) <= 40 or words[0].lower() in NOT_A_QUESTION or "<|" in t:
+        return None
+    if re.search(r"\bquestions?\b|\bask(s|ed|ing)?\b", t.lower()):   # about asking, not a question
+        return None
+    if t.endswith("?") or words[0] in IMPERATIVE:
+        return t
+    return None
+
+
 def topics() -> list[str]:
     # multi-word topics are written with spaces in the list above only at the end ("a brave
     # mouse"); joining tokens greedily on articles keeps them whole
@@ -75,3 +121,11 @@ def prompts(n: int, seed: int = 0) -> list[str]:
 if __name__ == "__main__":
     print(len(topics()), topics()[:40])
     print(prompts(10))
+    print(meta_prompts(3, 0))
+    for t in ["Is the volcano, as you know it, erupting into the sky?", "1005. How can you make pasta.",
+              'I\'d be happy to help. Can you ask: "What is the best way to cook a vegan burger?"',
+              "SHE: Can you explain what that little crescent moon is?", "Sure! Here you go.",
+              "Write a short poem about rain for my sister.", "What's one question to ask about studying?",
+              "A curious person might ask: What's a mysterious map that's used in ancient cultures?",
+              '"What\'s the inner structure of a rocket called?']:
+        print(repr(t), "->", repr(clean_question(t)))

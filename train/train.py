@@ -1,6 +1,6 @@
 """flash-mini training: teacher data, trunk (CE + KL to the teacher), MTP, packing.
 
-  python train/train.py gen   --teacher DIR/FILE.gguf --tok DIR --out data.u16 --seconds S
+  python train/train.py gen   --teacher DIR/FILE.gguf --tok DIR --out data.u16 --seconds S [--self-questions N]
   python train/train.py trunk --data data.u16 --work DIR --seconds S [--teacher ...]
   python train/train.py mtp   --data data.u16 --work DIR --seconds S
   python train/train.py pack  --work DIR --out DIR        (int8 blocks, <= 16 MiB files)
@@ -41,6 +41,42 @@ def split_held(d, share):
     return d[:len(d) - n_hold], d[len(d) - n_hold:]
 
 
+def sample(teacher, tok, users, dev, max_new, temp):
+    """The teacher's sampled replies to user turns: (prompt ids, reply ids without <|im_end|>)."""
+    texts = [tok.apply_chat_template([{"role": "user", "content": u}], tokenize=False,
+                                     add_generation_prompt=True) for u in users]
+    enc = tok(texts, return_tensors="pt", padding=True).to(dev)
+    with torch.no_grad():
+        g = teacher.generate(**enc, max_new_tokens=max_new, do_sample=True, temperature=temp,
+                             top_p=0.95, pad_token_id=fm.EOS_ID, eos_token_id=fm.EOS_ID)
+    out = []
+    for row, m in zip(g, enc.attention_mask):
+        prompt = row[:enc.input_ids.shape[1]][m.bool()].tolist()
+        resp = row[enc.input_ids.shape[1]:].tolist()
+        if fm.EOS_ID in resp:
+            resp = resp[:resp.index(fm.EOS_ID)]
+        out.append((prompt, resp))
+    return out
+
+
+def self_questions(a, teacher, tok, dev, t0):
+    """Questions the teacher writes itself (prompts.META), cleaned and deduplicated; at most
+    --self-questions of them, in at most half of --seconds (the answers need the rest)."""
+    metas, qs, seen, j = pr.meta_prompts(a.n_prompts, seed=a.seed), [], set(), 0
+    while len(qs) < a.self_questions and j < len(metas) and time.time() - t0 < a.seconds / 2:
+        batch = metas[j:j + a.batch]
+        j += len(batch)
+        for _, resp in sample(teacher, tok, batch, dev, 48, 0.9):
+            q = pr.clean_question(tok.decode(resp))
+            if q and q.lower() not in seen:
+                seen.add(q.lower())
+                qs.append(q)
+        log(f"questions: {len(qs)} kept of {j} asked")
+    with open(a.out + ".questions.txt", "w") as f:
+        f.write("\n".join(qs) + "\n")
+    return qs[:a.self_questions]
+
+
 def cmd_gen(a):
     from transformers import AutoTokenizer
     dev = torch.device(a.device)
@@ -51,24 +87,19 @@ def cmd_gen(a):
     tok = AutoTokenizer.from_pretrained(a.tok)
     tok.padding_side = "left"
     teacher = load_teacher(a.teacher, dev)
-    ps = pr.prompts(a.n_prompts, seed=a.seed)
     t0 = time.time()
-    out, n_tok, i = [], 0, 0
     torch.manual_seed(a.seed)
+    if a.self_questions:
+        ps = self_questions(a, teacher, tok, dev, t0)
+        if not ps:
+            sys.exit(f"gen: the teacher wrote no usable question (see {a.out}.questions.txt)")
+    else:
+        ps = pr.prompts(a.n_prompts, seed=a.seed)
+    out, n_tok, i = [], 0, 0
     while i < len(ps) and time.time() - t0 < a.seconds:
         batch = ps[i:i + a.batch]
         i += len(batch)
-        texts = [tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
-                                         add_generation_prompt=True) for p in batch]
-        enc = tok(texts, return_tensors="pt", padding=True).to(dev)
-        with torch.no_grad():
-            g = teacher.generate(**enc, max_new_tokens=a.max_new, do_sample=True, temperature=a.temp,
-                                 top_p=0.95, pad_token_id=fm.EOS_ID, eos_token_id=fm.EOS_ID)
-        for row, m in zip(g, enc.attention_mask):
-            prompt = row[:enc.input_ids.shape[1]][m.bool()].tolist()
-            resp = row[enc.input_ids.shape[1]:].tolist()
-            if fm.EOS_ID in resp:
-                resp = resp[:resp.index(fm.EOS_ID)]
+        for prompt, resp in sample(teacher, tok, batch, dev, a.max_new, a.temp):
             # a conversation as the chat template writes it: ... <|im_end|>\n
             conv = prompt + resp + [fm.EOS_ID] + tok("\n").input_ids
             out.append(np.asarray(conv, dtype=np.uint16))
@@ -326,6 +357,8 @@ def main():
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--max-new", type=int, default=320)
     p.add_argument("--temp", type=float, default=0.8)
+    p.add_argument("--self-questions", type=int, default=0,
+                   help="gen: the teacher writes up to this many questions itself (prompts.META)")
     # trunk / mtp
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--lr", type=float, default=2e-3)
