@@ -5,9 +5,10 @@
                  or a text file with one question per line (train/chat_prompts.txt)
 
 prompt_gain.py scores the teacher's answers (teacher forcing); this scores what each MODEL
-writes itself, the way a chat shows it. For the first N questions, each MODEL answers through llama.cpp's `llama-completion --jinja -cnv -st`, sampled as in
-the model card (temp 0.7, top-p 0.9, repeat penalty 1.15, seed 1, 200 tokens). The teacher then
-scores each answer after its own question and after another held question (prompt_gain.py's
+writes itself, the way a chat shows it. For the first N questions, each MODEL answers through
+llama.cpp's `llama-completion --jinja -cnv -st`, sampled as in the model card (temp 0.7, top-p
+0.9, repeat penalty 1.15, seed 1, 200 tokens). The teacher then scores each answer after its
+own question and after another of the N questions (prompt_gain.py's
 derangement): relevance = NLL_teacher(answer | other) - NLL_teacher(answer | own), nats per
 answer token. An answer that ignores its question scores about 0; the teacher's own answers,
 through the same path, are the yardstick (pass its GGUF as a MODEL too). The answers are kept in
@@ -40,7 +41,8 @@ def answer(model, question, path):
                             "-p", question, "--no-display-prompt", *SAMPLING],
                            stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
         if r.returncode != 0:
-            sys.exit(f"llama-completion on {model} failed ({r.returncode}): {r.stderr[-500:].decode(errors='replace')}")
+            err = r.stderr[-500:].decode(errors="replace")
+            sys.exit(f"llama-completion on {model} failed ({r.returncode}): {err}")
         with open(path + ".tmp", "w") as f:
             # the token limit can cut a multi-byte character in two
             f.write(r.stdout.decode("utf-8", errors="replace"))

@@ -4,8 +4,9 @@
 
 Left: the trunk over all the tokens it has seen, stage by stage (each stage's history counts
 its tokens from zero, so they are laid end to end; stage 7's windows start at conversation
-starts, its held-out CE too, so it reads lower than stage 6's on the same weights). Middle: the MTP block's CE per depth
-(stages 3-4, trained on the teacher's text). Right: stages 5-7, trained on the trunk's own
+starts, its held-out CE too, so it reads lower than stage 6's on the same weights). Middle: the
+MTP block's CE per depth (stages 3-4, trained on the teacher's text). Right: stages 5-7,
+trained on the trunk's own
 distribution: held-out top-1 agreement with the trunk and the mean run of agreeing chained
 drafts (train.py's stand-in for accepted drafts per verify window).
 """
