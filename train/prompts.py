@@ -56,7 +56,8 @@ META = [
     "Write one question a beginner might ask about {t}. Write only the question.",
     "Write one everyday question about {t} that someone might type into a chat. Write only the question.",
     "Write one request about {t} that someone could give a helpful assistant. Write only the request.",
-    "Write one question about {t} that starts with How, Why, What or Can. Write only the question.",
+    # not "...that starts with How, Why, What or Can": the teacher echoes the list back
+    "Write one question about {t} that a student might ask a teacher. Write only the question.",
 ]
 IMPERATIVE = {"Write", "Explain", "Tell", "Give", "Describe", "List", "Help", "Suggest", "Show", "Teach",
               "Recommend", "Share", "Create", "Compose", "Make", "Plan", "Name", "Compare", "Summarize"}
@@ -81,6 +82,7 @@ def clean_question(text: str) -> str | None:
     t = re.sub(r"^\d+[.)]\s*", "", t).strip().strip('"').strip()   # "1005. ", stray quotes
     if "?" in t:
         t = t[:t.index("?") + 1]
+        t = re.split(r"(?<=[.!])\s+", t)[-1]   # "Awesome! I'd be happy to help. What's ...?"
     words = t.split()
     if not 3 <= len(words) <= 40 or words[0].lower() in NOT_A_QUESTION or "<|" in t:
         return None
@@ -127,5 +129,6 @@ if __name__ == "__main__":
               "SHE: Can you explain what that little crescent moon is?", "Sure! Here you go.",
               "Write a short poem about rain for my sister.", "What's one question to ask about studying?",
               "A curious person might ask: What's a mysterious map that's used in ancient cultures?",
-              '"What\'s the inner structure of a rocket called?']:
+              '"What\'s the inner structure of a rocket called?',
+              "Awesome! I'd be happy to assist you. What's a fun family story to tell?"]:
         print(repr(t), "->", repr(clean_question(t)))
