@@ -57,17 +57,21 @@ if [ "$1" = stage4 ]; then
 fi
 
 # From stage 5 on, the tracked tree leaves too little of a call's 64 MiB for a pack or the
-# teacher in one call, so they travel in pieces over back-to-back calls to one warm machine. Every
-# call first copies the pieces it carries into place (below): pack files in .gpu/p .gpu/q0..q2
-# (stage 5's pack), .gpu/s6a .gpu/s6b (stage 6's) and .gpu/s7a .gpu/s7b (stage 7's), teacher
-# pieces in .gpu/t0..t4, the data in .gpu/data/*.xz. `stash` is a call that does only that. A stage checks the pack it starts from
-# against its .sha256 file, and the teacher is reassembled once, checked against
-# .gpu/teacher.sha256.
-mkdir -p $S/pack5 $S/pack6 $S/pack7 $S/teacher
-for d in .gpu/p .gpu/q0 .gpu/q1 .gpu/q2; do if [ -d $d ]; then cp $d/* $S/pack5/; fi; done
-for d in .gpu/s6a .gpu/s6b; do if [ -d $d ]; then cp $d/* $S/pack6/; fi; done
-for d in .gpu/s7a .gpu/s7b; do if [ -d $d ]; then cp $d/* $S/pack7/; fi; done
-for d in .gpu/t0 .gpu/t1 .gpu/t2 .gpu/t3 .gpu/t4; do if [ -d $d ]; then cp $d/* $S/teacher/; fi; done
+# teacher in one call, so they travel in pieces over back-to-back calls to one warm machine.
+# Every call first copies the pieces it carries into place (below): pack files in .gpu/p
+# .gpu/q0..q2 (stage 5's pack), .gpu/s6a .gpu/s6b (stage 6's) and .gpu/s7a .gpu/s7b (stage 7's),
+# teacher pieces in .gpu/t0..t4, the data in .gpu/data/*.xz. `stash` is a call that does only
+# that. A stage checks the pack it starts from against its .sha256 file, and the teacher is
+# reassembled once, checked against .gpu/teacher.sha256.
+into() {   # into DIR PIECE...: the carried pieces' files, copied into $S/DIR
+  local dest=$S/$1; shift
+  mkdir -p $dest
+  for d in "$@"; do if [ -d $d ]; then cp $d/* $dest/; fi; done
+}
+into pack5 .gpu/p .gpu/q0 .gpu/q1 .gpu/q2
+into pack6 .gpu/s6a .gpu/s6b
+into pack7 .gpu/s7a .gpu/s7b
+into teacher .gpu/t0 .gpu/t1 .gpu/t2 .gpu/t3 .gpu/t4
 for f in chat chat2 chat3 chat4; do
   if [ -f .gpu/data/$f.u16.xz ] && [ ! -f $S/$f.u16 ]; then xz -dc .gpu/data/$f.u16.xz > $S/$f.u16; fi
 done
@@ -112,8 +116,9 @@ fi
 # The trunk runs after stage 5, on chat.u16 + chat2.u16, from stage 8 on chat3/chat4.u16 too (each
 # file's last 1% held out, so held_chat.txt stays unseen). A `...t` stage trains the trunk for
 # TRUNK_S seconds and resumes where the last call stopped (one call cannot hold the whole run);
-# its `...m` stage refits the MTP block on it as stage 5 does, and packs. BATCH and MTP_BATCH
-# (64 and 32) shrink the batches for a smoke test of a stage on the CPU. Back: the whole pack (4 files + the histories).
+# its `...m` stage refits the MTP block on it as stage 5 does, and packs. Back: the whole pack
+# (4 files + the histories). BATCH and MTP_BATCH (64 and 32) shrink the batches for a smoke test
+# of a stage on the CPU. A new stage is one line of the table below.
 #   stage6: from stage 5's pack, with the teacher's KL (shipped 2026-12-03).
 #   align:  an experiment on the last 140 s of that session's GPU: stage 6's trunk on
 #           conversation-aligned windows (train.py --align), CE only (the teacher did not fit);
@@ -121,7 +126,7 @@ fi
 #   stage7: stage 6's pack on aligned windows with the teacher's KL (shipped 2026-12-03).
 #   stage8: stage 7's pack, the same recipe on the four data files, after gen4 on the same
 #           machine (the next GPU session).
-DATA=$S/chat.u16,$S/chat2.u16
+INIT=""; DATA=$S/chat.u16,$S/chat2.u16
 case "$1" in
   stage6t|stage6m) INIT=$S/pack5; W=$S/w6; SUMS=.gpu/p5.sha256; ALIGN=""; KL=1 ;;
   align)           INIT=$S/pack6; W=$S/w7; SUMS=.gpu/p6.sha256; ALIGN="--align"; KL=0 ;;
@@ -129,7 +134,7 @@ case "$1" in
   stage8t|stage8m) INIT=$S/pack7; W=$S/w9; SUMS=.gpu/p7.sha256; ALIGN="--align"; KL=1
                    DATA=$DATA,$S/chat3.u16,$S/chat4.u16 ;;
 esac
-if [ "$1" = stage6t ] || [ "$1" = stage7t ] || [ "$1" = stage8t ] || [ "$1" = align ]; then
+train_trunk() {
   (cd $INIT && sha256sum -c) < $SUMS
   mkdir -p $W
   TEACHER=""
@@ -137,14 +142,21 @@ if [ "$1" = stage6t ] || [ "$1" = stage7t ] || [ "$1" = stage8t ] || [ "$1" = al
   python3 train/train.py trunk --data $DATA --work $W --init-pack $INIT $ALIGN \
       $TEACHER --seconds ${TRUNK_S:-450} --total-steps ${STEPS:-3000} --lr ${LR:-6e-4} --warmup ${WARMUP:-50} \
       --batch ${BATCH:-64} --log-every 50 2>&1 | grep -v Converting
-fi
-if [ "$1" = stage6m ] || [ "$1" = stage7m ] || [ "$1" = stage8m ]; then
+}
+refit_mtp() {
   python3 train/train.py mtp --data $DATA --work $W --init-pack $INIT \
       --self-kl 0.8 --seconds ${MTP_S:-150} --total-steps ${MTP_STEPS:-600} --batch ${MTP_BATCH:-32} --lr 5e-4 \
       --warmup 20 --log-every 100
-fi
-if [ "$1" = stage6m ] || [ "$1" = stage7m ] || [ "$1" = stage8m ] || [ "$1" = align ]; then
+}
+pack_back() {
   python3 train/train.py pack --work $W --out $OUT/pack
   st=${1%m}; cp $W/trunk_hist.json $OUT/trunk_hist_$st.json
   if [ -f $W/mtp_hist.json ]; then cp $W/mtp_hist.json $OUT/mtp_hist_$st.json; fi
+}
+if [ -n "$INIT" ]; then   # a stage of the table: its name's end says what the call does
+  case "$1" in
+    *t)    train_trunk ;;
+    *m)    refit_mtp; pack_back "$1" ;;
+    align) train_trunk; pack_back "$1" ;;
+  esac
 fi

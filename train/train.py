@@ -130,6 +130,11 @@ class Batches:
             # `<|im_start|>system`), so every answer token sees its question; random starts
             # cut the question off for about a third of the answer tokens (docs/flash-mini.md)
             self.starts = {h: self._starts(d, self.train[:2]) for h, d in ((False, self.train), (True, self.hold))}
+            for h, s in self.starts.items():
+                if len(s) == 0:
+                    part = "held-out tail" if h else "training part"
+                    sys.exit(f"--align: no conversation start {seq + 1} tokens before the end of the {part} "
+                             f"of {paths}")
 
     def _starts(self, d, mark):
         s = np.flatnonzero((d[:-1] == mark[0]) & (d[1:] == mark[1]))
