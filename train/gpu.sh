@@ -71,11 +71,12 @@ into() {   # into DIR PIECE...: the carried pieces' files, copied into $S/DIR
 into pack5 .gpu/p .gpu/q0 .gpu/q1 .gpu/q2
 into pack6 .gpu/s6a .gpu/s6b
 into pack7 .gpu/s7a .gpu/s7b
+into pack8 .gpu/s8a .gpu/s8b
 into teacher .gpu/t0 .gpu/t1 .gpu/t2 .gpu/t3 .gpu/t4
-for f in chat chat2 chat3 chat4; do
+for f in chat chat2 chat3 chat4 chat5 chat6; do
   if [ -f .gpu/data/$f.u16.xz ] && [ ! -f $S/$f.u16 ]; then xz -dc .gpu/data/$f.u16.xz > $S/$f.u16; fi
 done
-if [ "$1" = stash ]; then ls -la $S/pack5 $S/pack6 $S/pack7 $S/teacher $S/*.u16 2>/dev/null || true; fi
+if [ "$1" = stash ]; then ls -la $S/pack5 $S/pack6 $S/pack7 $S/pack8 $S/teacher $S/*.u16 2>/dev/null || true; fi
 teacher() {
   if [ ! -f $T ]; then
     cat $S/teacher/teacher.p0 $S/teacher/teacher.p1 $S/teacher/teacher.p2 $S/teacher/teacher.p3 \
@@ -97,15 +98,15 @@ if [ "$1" = stage5 ]; then
   cp $S/w5/mtp_hist.json $OUT/mtp_hist_stage5.json
 fi
 
-# genN (gen2, gen3, gen4): more teacher data, chatN.u16, with fresh prompts and samples (seed
-# N - 1) for a later trunk run. gen2 and gen3 use the templates (prompts.prompts); gen4 has the
-# teacher write the questions too (train.py gen --self-questions; prompts.META), because a student
+# genN (gen2 .. gen9): more teacher data, chatN.u16, with fresh prompts and samples (seed
+# N - 1) for a later trunk run. gen2 and gen3 use the templates (prompts.prompts); gen4 on
+# have the teacher write the questions too (train.py gen --self-questions; prompts.META), because a student
 # of the templates answers free-form questions poorly (docs/flash-mini.md).
 # Back: chatN.u16 in 15 MiB parts ($OUT/chatN.u16.partNN; `cat` them in order), gen4's questions.
-if [ "$1" = gen2 ] || [ "$1" = gen3 ] || [ "$1" = gen4 ]; then
+if [[ "$1" == gen[2-9] ]]; then
   n=${1#gen}
   SELFQ=""
-  if [ $n = 4 ]; then SELFQ="--self-questions ${GEN_Q:-40000}"; fi
+  if [ $n -ge 4 ]; then SELFQ="--self-questions ${GEN_Q:-40000}"; fi
   teacher
   python3 train/train.py gen --teacher $T --tok $S/tok --out $S/chat$n.u16 --seed ${GEN_SEED:-$((n - 1))} \
       $SELFQ --seconds ${GEN_S:-420} --batch ${GEN_B:-1024} 2>&1 | grep -v Converting
@@ -125,7 +126,11 @@ fi
 #           packed at once, no MTP block (not shipped).
 #   stage7: stage 6's pack on aligned windows with the teacher's KL (shipped 2026-12-03).
 #   stage8: stage 7's pack, the same recipe on the four data files, after gen4 on the same
-#           machine (the next GPU session).
+#           machine (2026-12-03; not shipped: docs/flash-mini.md says why).
+#   stage9: stage 8's pack on the files whose questions are freer: chat3 (templates, 4.6 M
+#           tokens) and the teacher's own questions, chat4 + chat5 (gen4 + gen5, 4.9 M) + chat6
+#           (gen6, the next GPU session), so about two thirds of the tokens answer free-form
+#           questions (stage 8: 15%).
 INIT=""; DATA=$S/chat.u16,$S/chat2.u16
 case "$1" in
   stage6t|stage6m) INIT=$S/pack5; W=$S/w6; SUMS=.gpu/p5.sha256; ALIGN=""; KL=1 ;;
@@ -133,6 +138,8 @@ case "$1" in
   stage7t|stage7m) INIT=$S/pack6; W=$S/w8; SUMS=.gpu/p6.sha256; ALIGN="--align"; KL=1 ;;
   stage8t|stage8m) INIT=$S/pack7; W=$S/w9; SUMS=.gpu/p7.sha256; ALIGN="--align"; KL=1
                    DATA=$DATA,$S/chat3.u16,$S/chat4.u16 ;;
+  stage9t|stage9m) INIT=$S/pack8; W=$S/w10; SUMS=.gpu/p8.sha256; ALIGN="--align"; KL=1
+                   DATA=$S/chat3.u16,$S/chat4.u16,$S/chat5.u16,$S/chat6.u16 ;;
 esac
 train_trunk() {
   (cd $INIT && sha256sum -c) < $SUMS

@@ -7,9 +7,9 @@
 prompt_gain.py scores the teacher's answers (teacher forcing); this scores what each MODEL
 writes itself, the way a chat shows it. For the first N questions, each MODEL answers through
 llama.cpp's `llama-completion --jinja -cnv -st`, sampled as in the model card (temp 0.7, top-p
-0.9, repeat penalty 1.15, seed 1, 200 tokens). The teacher then scores each answer after its
-own question and after another of the N questions (prompt_gain.py's
-derangement): relevance = NLL_teacher(answer | other) - NLL_teacher(answer | own), nats per
+0.9, repeat penalty 1.15, seed 1, 200 tokens; JUDGE_TEMP=T samples at another temperature).
+The teacher then scores each answer after its own question and after another of the N
+questions (prompt_gain.py's derangement): relevance = NLL_teacher(answer | other) - NLL_teacher(answer | own), nats per
 answer token. An answer that ignores its question scores about 0; the teacher's own answers,
 through the same path, are the yardstick (pass its GGUF as a MODEL too). The answers are kept in
 OUTDIR/<folder>_<file name>/<question digest>.txt and reused when the script runs again.
@@ -26,13 +26,16 @@ from prompt_gain import answer_nll, held_conversations, load  # noqa: E402
 
 LLAMA = os.path.join(os.environ.get("STRATA_LLAMA_CPP_DIR",
                                     os.path.expanduser("~/.cache/strata/llama.cpp-11434")), "build", "bin")
-SAMPLING = ["-n", "200", "-c", "1024", "-t", "2", "--temp", "0.7", "--top-p", "0.9",
+# JUDGE_TEMP: another sampling temperature (its answers kept in their own folders)
+TEMP = os.environ.get("JUDGE_TEMP", "0.7")
+SAMPLING = ["-n", "200", "-c", "1024", "-t", "2", "--temp", TEMP, "--top-p", "0.9",
             "--repeat-penalty", "1.15", "--seed", "1"]
 
 
 def label(model):
     # two stages' files share a name (flash-mini-Q4_K_M.gguf), so the folder names the model too
-    return f"{os.path.basename(os.path.dirname(os.path.abspath(model)))}_{os.path.basename(model)}"
+    name = f"{os.path.basename(os.path.dirname(os.path.abspath(model)))}_{os.path.basename(model)}"
+    return name if TEMP == "0.7" else f"{name}_t{TEMP}"
 
 
 def answer(model, question, path):
@@ -85,8 +88,9 @@ def main():
             gain.append((w - o).mean())
         g = rel[m] = np.array(gain)
         print(f"{label(m)}: relevance {g.mean():.3f} ± {g.std(ddof=1) / np.sqrt(len(g)):.3f} "
-              f"nats/token, > 0.1 for {(g > 0.1).mean() * 100:.0f}% of the answers; teacher NLL of the "
-              f"answers {np.nanmean(own):.3f}; {sum(not a for a in answers[m])} empty")
+              f"nats/token (median {np.median(g):.3f}, largest {g.max():.2f}: one answer can carry a "
+              f"mean), > 0.1 for {(g > 0.1).mean() * 100:.0f}% of the answers; teacher NLL of the answers"
+              f" {np.nanmean(own):.3f}; {sum(not a for a in answers[m])} empty")
     # the same questions for every model, so a difference between two models is paired
     for m in models[1:]:
         d = rel[m] - rel[models[0]]

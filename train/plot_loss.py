@@ -28,7 +28,8 @@ def main():
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4.2))
     off = 0.0
     for name, label in [("trunk_stage2-3.json", "stages 2-3"), ("trunk_stage4.json", "stage 4"),
-                        ("trunk_stage6.json", "stage 6"), ("trunk_stage7.json", "stage 7 (aligned)")]:
+                        ("trunk_stage6.json", "stage 6"), ("trunk_stage7.json", "stage 7 (aligned)"),
+                        ("trunk_stage8.json", "stage 8 (not shipped)")]:
         h = load(d, name)
         if not h:
             continue
@@ -56,7 +57,8 @@ def main():
           title="MTP block, teacher's text (stages 3-4)")
     b.legend(fontsize=7)
 
-    for name, col in [("mtp_stage5.json", "C3"), ("mtp_stage6.json", "C4"), ("mtp_stage7.json", "C5")]:
+    for name, col in [("mtp_stage5.json", "C3"), ("mtp_stage6.json", "C4"), ("mtp_stage7.json", "C5"),
+                      ("mtp_stage8.json", "C6")]:
         h = load(d, name)
         st = name[4:10].replace("_", " ")
         c.plot([r["step"] for r in h], [r["held_accepted"] for r in h], color=col, label=f"{st}: agreeing run")
