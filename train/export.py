@@ -45,7 +45,8 @@ def main():
     sd = unpack(a.pack)
     mtp = {k: v for k, v in sd.items() if k.startswith("mtp.")}
     trunk = {k: v for k, v in sd.items() if not k.startswith("mtp.")}
-    cfg = fm.flash_mini_config(a.tiny)
+    # the pack's own depth and expert count (train.py --layout), so any layout exports
+    cfg = fm.flash_mini_config(a.tiny, layout=fm.layout_of(trunk))
     m = Qwen4ExpForCausalLM(cfg)
     missing, unexpected = m.load_state_dict(trunk, strict=False)
     assert set(missing) <= {"lm_head.weight"} and not unexpected, (missing, unexpected)

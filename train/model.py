@@ -29,16 +29,42 @@ EOS_ID = 2
 N_CTX = 4096
 
 
-def flash_mini_config(tiny: bool = False, gate: str = "sigmoid") -> Qwen4ExpTextConfig:
+def parse_layout(layout: str) -> tuple[int, int]:
+    """`LxE` (`12x20`): L trunk layers (a multiple of 4, for the 3:1 pattern) of E experts each."""
+    try:
+        n_layer, n_expert = (int(v) for v in layout.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"--layout {layout!r}: expected LAYERSxEXPERTS, e.g. 12x20") from None
+    if n_layer < 4 or n_layer % 4 or n_expert < 4:
+        raise ValueError(f"--layout {layout!r}: layers must be a multiple of 4 (3 DeltaNet : 1 "
+                         f"attention), experts at least 4 (top 4)")
+    return n_layer, n_expert
+
+
+def layout_of(state_dict) -> str:
+    """The `LxE` layout of trunk weights (a pack, a checkpoint): layers counted, experts read."""
+    layers = {int(k.split(".")[2]) for k in state_dict if k.startswith("model.layers.")}
+    n_expert = state_dict["model.layers.0.mlp.gate.weight"].shape[0]   # (n_expert, n_embd)
+    return f"{max(layers) + 1}x{n_expert}"
+
+
+def flash_mini_config(tiny: bool = False, gate: str = "sigmoid", layout: str = "") -> Qwen4ExpTextConfig:
     """The seeds' layout at tens of millions of parameters.
 
     3 Gated DeltaNet : 1 full attention, S = 4 hyper-connection streams, 32 experts top 4 plus a
-    gated shared expert, QSA keys on the attention layers, PLE off. `tiny` is the CPU smoke size.
+    gated shared expert, QSA keys on the attention layers, PLE off. `tiny` is the CPU smoke size
+    for the PyTorch side only: llama.cpp 11434 crashes (SIGSEGV) loading a tiny file's expert
+    tensors, so a llama.cpp check on the CPU uses the full width (a few steps are enough).
     `gate` is the DeltaNet output gate: llama.cpp's qwen4exp hard-codes sigmoid (the seeds'
     model); transformers defaults to hidden_act (silu), which llama.cpp cannot run. The first
     GPU run trained with silu by mistake; stage4 in gpu.sh distils it into sigmoid.
+    `layout` (`LxE`) changes the depth and the expert count at the same width: the deeper
+    variant the model card weighs (12x20: three attention layers, about the same size).
     """
     n_layer = 4 if tiny else 8
+    n_expert = 8 if tiny else 32
+    if layout:
+        n_layer, n_expert = parse_layout(layout)
     return Qwen4ExpTextConfig(
         vocab_size=VOCAB,
         hidden_size=64 if tiny else 256,
@@ -52,7 +78,7 @@ def flash_mini_config(tiny: bool = False, gate: str = "sigmoid") -> Qwen4ExpText
         linear_value_head_dim=64,
         linear_num_key_heads=2,
         linear_num_value_heads=4,
-        num_experts=8 if tiny else 32,
+        num_experts=n_expert,
         num_experts_per_tok=2 if tiny else 4,
         moe_intermediate_size=32 if tiny else 96,
         shared_expert_intermediate_size=64 if tiny else 256,

@@ -150,10 +150,10 @@ class Batches:
         return torch.from_numpy(x).to(device)
 
 
-def new_trunk(tiny, gate="sigmoid"):
+def new_trunk(a, gate="sigmoid"):
     from transformers import Qwen4ExpForCausalLM
     fm.patch_indexer()
-    return Qwen4ExpForCausalLM(fm.flash_mini_config(tiny, gate))
+    return Qwen4ExpForCausalLM(fm.flash_mini_config(a.tiny, gate, a.layout))
 
 
 def load_pack(d, prefix=""):
@@ -180,7 +180,7 @@ def cmd_trunk(a):
     dev = torch.device(a.device)
     torch.manual_seed(a.seed)
     os.makedirs(a.work, exist_ok=True)
-    model = new_trunk(a.tiny).to(dev)
+    model = new_trunk(a).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1, fused=dev.type == "cuda")
     ck = os.path.join(a.work, "trunk.pt")
     step, hist = 0, []
@@ -203,7 +203,7 @@ def cmd_trunk(a):
     teacher = load_teacher(a.teacher, dev) if a.teacher else None
     if a.teacher_gate:
         # the same weights with another DeltaNet output gate as the teacher (stage4)
-        teacher = new_trunk(a.tiny, a.teacher_gate)
+        teacher = new_trunk(a, a.teacher_gate)
         teacher.load_state_dict(load_pack(a.init_pack), strict=False)
         teacher.tie_weights()
         teacher = teacher.to(device=dev, dtype=torch.bfloat16).eval()
@@ -251,7 +251,7 @@ def cmd_trunk(a):
 def cmd_mtp(a):
     dev = torch.device(a.device)
     torch.manual_seed(a.seed)
-    model = new_trunk(a.tiny).to(dev)
+    model = new_trunk(a).to(dev)
     tp = os.path.join(a.work, "trunk.pt")
     if os.path.exists(tp):
         model.load_state_dict(torch.load(tp, map_location=dev)["model"])
@@ -348,6 +348,7 @@ def main():
     p.add_argument("cmd", choices=["gen", "trunk", "mtp", "pack"])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--tiny", action="store_true", help="CPU smoke-test geometry")
+    p.add_argument("--layout", default="", help="LAYERSxEXPERTS (model.parse_layout); export.py reads it off the pack")
     p.add_argument("--teacher", default="")
     p.add_argument("--tok", default="")
     p.add_argument("--data", default="")
@@ -379,6 +380,11 @@ def main():
     p.add_argument("--self-kl", type=float, default=0.0,
                    help="MTP: weight of the KL to the trunk's own next-token distribution")
     a = p.parse_args()
+    if a.layout:
+        try:
+            fm.parse_layout(a.layout)
+        except ValueError as e:
+            sys.exit(str(e))
     {"gen": cmd_gen, "trunk": cmd_trunk, "mtp": cmd_mtp, "pack": cmd_pack}[a.cmd](a)
 
 
