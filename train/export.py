@@ -34,6 +34,34 @@ def unpack(d):
     return sd
 
 
+def write_checkpoint(trunk, mtp, tok_dir, out, tiny=False):
+    """A transformers checkpoint dir at `out` from trunk weights and `mtp.*` weights."""
+    from transformers import AutoTokenizer, Qwen4ExpForCausalLM
+    # the weights' own depth and expert count (train.py --layout), so any layout exports
+    cfg = fm.flash_mini_config(tiny, layout=fm.layout_of(trunk))
+    m = Qwen4ExpForCausalLM(cfg)
+    missing, unexpected = m.load_state_dict(trunk, strict=False)
+    assert set(missing) <= {"lm_head.weight"} and not unexpected, (missing, unexpected)
+    m.tie_weights()
+    m.save_pretrained(out, safe_serialization=True)
+    # the MTP block in its own shard; the converter indexes every *.safetensors in the dir
+    save_file({k: v.contiguous() for k, v in mtp.items()}, os.path.join(out, "model-mtp.safetensors"))
+    idx_path = os.path.join(out, "model.safetensors.index.json")
+    if os.path.exists(idx_path):
+        idx = json.load(open(idx_path))
+        for k in mtp:
+            idx["weight_map"][k] = "model-mtp.safetensors"
+        json.dump(idx, open(idx_path, "w"), indent=2)
+    c = json.load(open(os.path.join(out, "config.json")))
+    # the real checkpoint names its QSA layers "full_attention"; the converter keys the
+    # compress ratios on that name
+    c["layer_types"] = ["full_attention" if t != "linear_attention" else t for t in c["layer_types"]]
+    c["mtp_num_hidden_layers"] = 1 if mtp else 0
+    c["architectures"] = ["Qwen4ExpForCausalLM"]
+    json.dump(c, open(os.path.join(out, "config.json"), "w"), indent=2)
+    AutoTokenizer.from_pretrained(tok_dir).save_pretrained(out)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--pack", required=True)
@@ -41,34 +69,10 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--tiny", action="store_true")
     a = p.parse_args()
-    from transformers import AutoTokenizer, Qwen4ExpForCausalLM
     sd = unpack(a.pack)
     mtp = {k: v for k, v in sd.items() if k.startswith("mtp.")}
     trunk = {k: v for k, v in sd.items() if not k.startswith("mtp.")}
-    # the pack's own depth and expert count (train.py --layout), so any layout exports
-    cfg = fm.flash_mini_config(a.tiny, layout=fm.layout_of(trunk))
-    m = Qwen4ExpForCausalLM(cfg)
-    missing, unexpected = m.load_state_dict(trunk, strict=False)
-    assert set(missing) <= {"lm_head.weight"} and not unexpected, (missing, unexpected)
-    m.tie_weights()
-    m.save_pretrained(a.out, safe_serialization=True)
-    # the MTP block in its own shard; the converter indexes every *.safetensors in the dir
-    save_file({k: v.contiguous() for k, v in mtp.items()}, os.path.join(a.out, "model-mtp.safetensors"))
-    idx_path = os.path.join(a.out, "model.safetensors.index.json")
-    if os.path.exists(idx_path):
-        idx = json.load(open(idx_path))
-        for k in mtp:
-            idx["weight_map"][k] = "model-mtp.safetensors"
-        json.dump(idx, open(idx_path, "w"), indent=2)
-    c = json.load(open(os.path.join(a.out, "config.json")))
-    # the real checkpoint names its QSA layers "full_attention"; the converter keys the
-    # compress ratios on that name
-    c["layer_types"] = ["full_attention" if t != "linear_attention" else t for t in c["layer_types"]]
-    c["mtp_num_hidden_layers"] = 1 if mtp else 0
-    c["architectures"] = ["Qwen4ExpForCausalLM"]
-    json.dump(c, open(os.path.join(a.out, "config.json"), "w"), indent=2)
-    tok = AutoTokenizer.from_pretrained(a.tok)
-    tok.save_pretrained(a.out)
+    write_checkpoint(trunk, mtp, a.tok, a.out, a.tiny)
     print(f"wrote {a.out}: {len(trunk)} trunk + {len(mtp)} mtp tensors")
 
 

@@ -16,7 +16,14 @@ fi
 if [ -d .gpu/x ] && [ ! -d $S/site/gguf ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $S/site .gpu/x/*.whl
 fi
+# fla (flash-linear-attention: fla_core, flash_linear_attention, einops wheels in .gpu/f) goes in
+# its own dir: transformers uses its Gated DeltaNet kernels when it is importable, so it is put
+# on the path only after `flabench` has shown it gives the same loss, faster ($S/fla_ok).
+if [ -d .gpu/f ] && [ ! -d $S/fla/fla ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $S/fla .gpu/f/*.whl
+fi
 export PYTHONPATH=$S/site
+if [ -f $S/fla_ok ]; then export PYTHONPATH=$S/site:$S/fla; fi
 T=$S/teacher/SmolLM2-135M-Instruct.Q4_1.gguf
 case "$1" in
 stage1)
@@ -72,15 +79,15 @@ into pack5 .gpu/p .gpu/q0 .gpu/q1 .gpu/q2
 into pack6 .gpu/s6a .gpu/s6b
 into pack7 .gpu/s7a .gpu/s7b
 into pack8 .gpu/s8a .gpu/s8b
+into pack7r .gpu/r0 .gpu/r1
 into teacher .gpu/t0 .gpu/t1 .gpu/t2 .gpu/t3 .gpu/t4
 for f in chat chat2 chat3 chat4 chat5 chat6; do
   if [ -f .gpu/data/$f.u16.xz ] && [ ! -f $S/$f.u16 ]; then xz -dc .gpu/data/$f.u16.xz > $S/$f.u16; fi
 done
-if [ "$1" = stash ]; then ls -la $S/pack5 $S/pack6 $S/pack7 $S/pack8 $S/teacher $S/*.u16 2>/dev/null || true; fi
+if [ "$1" = stash ]; then ls -la $S/pack5 $S/pack6 $S/pack7 $S/pack8 $S/pack7r $S/teacher $S/*.u16 2>/dev/null || true; fi
 teacher() {
   if [ ! -f $T ]; then
-    cat $S/teacher/teacher.p0 $S/teacher/teacher.p1 $S/teacher/teacher.p2 $S/teacher/teacher.p3 \
-        $S/teacher/teacher.p4 > $T.part
+    cat $S/teacher/teacher.p* > $T.part     # p0 .. p4 (2026-12-03) or p0 .. p2; in name order
     echo "$(cat .gpu/teacher.sha256)  $T.part" | sha256sum -c
     mv $T.part $T
   fi
@@ -114,6 +121,34 @@ if [[ "$1" == gen[2-9] ]]; then
   if [ -f $S/chat$n.u16.questions.txt ]; then cp $S/chat$n.u16.questions.txt $OUT/; fi
 fi
 
+# flabench: one trunk step with transformers' PyTorch Gated DeltaNet and one with fla's kernels,
+# on the same weights ($FLA_PACK, default stage 7 recovered) and batch ($FLA_DATA); fla is used
+# from then on ($S/fla_ok) if its loss matches to 0.2% and its gradient norm to 2%, and its step
+# is faster. Both JSON lines are printed for the record.
+if [ "$1" = flabench ] || [ -n "${FLABENCH:-}" ]; then
+  pk=${FLA_PACK:-$S/pack7r}; dt=${FLA_DATA:-$S/chat6.u16}
+  PYTHONPATH=$S/site python3 train/step_speed.py --pack $pk --data $dt --batch ${BATCH:-64} --steps ${FLA_STEPS:-10} 2>&1 | grep '^{' > $S/speed_torch.json
+  PYTHONPATH=$S/site:$S/fla python3 train/step_speed.py --pack $pk --data $dt --batch ${BATCH:-64} --steps ${FLA_STEPS:-10} 2>&1 | grep '^{' > $S/speed_fla.json || true
+  cat $S/speed_torch.json $S/speed_fla.json
+  python3 - $S <<'PYEOF'
+import json, sys, os
+s = sys.argv[1]
+t = json.load(open(f"{s}/speed_torch.json"))
+try:
+    f = json.load(open(f"{s}/speed_fla.json"))
+except (ValueError, OSError):
+    print("fla: no result, the PyTorch DeltaNet stays")
+    sys.exit(0)
+same = (f["deltanet"].startswith("fla") and abs(f["loss"] - t["loss"]) <= 0.002 * t["loss"]
+        and abs(f["grad_norm"] - t["grad_norm"]) <= 0.02 * t["grad_norm"])
+faster = f["step_ms"] < t["step_ms"]
+print(f"fla: same loss {same}, step {t['step_ms']:.0f} -> {f['step_ms']:.0f} ms ({t['step_ms'] / f['step_ms']:.2f}x)")
+if same and faster:
+    open(f"{s}/fla_ok", "w").write("ok\n")
+PYEOF
+  cp $S/speed_torch.json $S/speed_fla.json $OUT/ 2>/dev/null || true
+fi
+
 # The trunk runs after stage 5, on chat.u16 + chat2.u16, from stage 8 on chat3/chat4.u16 too (each
 # file's last 1% held out, so held_chat.txt stays unseen). A `...t` stage trains the trunk for
 # TRUNK_S seconds and resumes where the last call stopped (one call cannot hold the whole run);
@@ -127,10 +162,10 @@ fi
 #   stage7: stage 6's pack on aligned windows with the teacher's KL (shipped 2026-12-03).
 #   stage8: stage 7's pack, the same recipe on the four data files, after gen4 on the same
 #           machine (2026-12-03; not shipped: docs/flash-mini.md says why).
-#   stage9: stage 8's pack on the files whose questions are freer: chat3 (templates, 4.6 M
-#           tokens) and the teacher's own questions, chat4 + chat5 (gen4 + gen5, 4.9 M) + chat6
-#           (gen6, the next GPU session), so about two thirds of the tokens answer free-form
-#           questions (stage 8: 15%).
+#   stage9: stage 7's weights recovered from the shipped file (train/from_gguf.py: the packs and
+#           data of stages 2-8 were lost with a machine's cache) on chat6 alone, the teacher's
+#           own questions (gen6 on the same machine just before), trunk, MTP refit and pack in one
+#           call (`stage9`), or split over calls (`stage9t`, `stage9m`).
 INIT=""; DATA=$S/chat.u16,$S/chat2.u16
 case "$1" in
   stage6t|stage6m) INIT=$S/pack5; W=$S/w6; SUMS=.gpu/p5.sha256; ALIGN=""; KL=1 ;;
@@ -138,8 +173,8 @@ case "$1" in
   stage7t|stage7m) INIT=$S/pack6; W=$S/w8; SUMS=.gpu/p6.sha256; ALIGN="--align"; KL=1 ;;
   stage8t|stage8m) INIT=$S/pack7; W=$S/w9; SUMS=.gpu/p7.sha256; ALIGN="--align"; KL=1
                    DATA=$DATA,$S/chat3.u16,$S/chat4.u16 ;;
-  stage9t|stage9m) INIT=$S/pack8; W=$S/w10; SUMS=.gpu/p8.sha256; ALIGN="--align"; KL=1
-                   DATA=$S/chat3.u16,$S/chat4.u16,$S/chat5.u16,$S/chat6.u16 ;;
+  stage9|stage9t|stage9m) INIT=$S/pack7r; W=$S/w10; SUMS=.gpu/r7.sha256; ALIGN="--align"; KL=1
+                   DATA=$S/chat6.u16 ;;
 esac
 train_trunk() {
   (cd $INIT && sha256sum -c) < $SUMS
@@ -162,6 +197,7 @@ pack_back() {
 }
 if [ -n "$INIT" ]; then   # a stage of the table: its name's end says what the call does
   case "$1" in
+    stage9) train_trunk; refit_mtp; pack_back "$1" ;;
     *t)    train_trunk ;;
     *m)    refit_mtp; pack_back "$1" ;;
     align) train_trunk; pack_back "$1" ;;

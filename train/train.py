@@ -313,6 +313,12 @@ def cmd_pack(a):
     if os.path.exists(mp):
         for k, v in torch.load(mp, map_location="cpu")["model"].items():
             sd["mtp." + k] = v
+    write_pack(sd, a.out, a.only_mtp)
+
+
+def write_pack(sd, out_dir, only_mtp=False):
+    """State dict (trunk keys and `mtp.*` keys) -> pack-N.safetensors files in out_dir."""
+    sd = dict(sd)
     sd.pop("lm_head.weight", None)   # tied to model.embed_tokens.weight
     out = {}
     for k, v in sd.items():
@@ -329,17 +335,17 @@ def cmd_pack(a):
         else:
             out[k + ".f32"] = v
     from safetensors.torch import save_file
-    os.makedirs(a.out, exist_ok=True)
+    os.makedirs(out_dir, exist_ok=True)
     shard, size, i = {}, 0, 0
     for k in sorted(out):
         nb = out[k].numel() * out[k].element_size()
         if shard and size + nb > 15 * 2**20:
-            save_file(shard, os.path.join(a.out, f"pack-{i}.safetensors")); i += 1
+            save_file(shard, os.path.join(out_dir, f"pack-{i}.safetensors")); i += 1
             shard, size = {}, 0
         shard[k] = out[k].contiguous()
         size += nb
     # an MTP-only pack sorts after the trunk's pack-N files, so unpack() lets it replace their mtp.*
-    save_file(shard, os.path.join(a.out, "pack-mtp.safetensors" if a.only_mtp else f"pack-{i}.safetensors"))
+    save_file(shard, os.path.join(out_dir, "pack-mtp.safetensors" if only_mtp else f"pack-{i}.safetensors"))
     log(f"packed {len(sd)} tensors into {i + 1} files")
 
 

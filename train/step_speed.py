@@ -1,0 +1,80 @@
+"""One trunk training step's time and loss on fixed weights and a fixed batch: run it once with
+transformers' own PyTorch Gated DeltaNet and once with `fla` (flash-linear-attention) on the
+path, which transformers then uses for the DeltaNet kernels, and compare the two lines.
+
+  python train/step_speed.py --pack DIR --data FILE.u16 [--batch 64 --seq 512 --steps 10]
+
+Prints one JSON line: which DeltaNet implementation ran, the loss and gradient norm of the
+first step (the same weights and batch either way, so they must agree to bf16 rounding), and
+the median time of the timed steps (forward + backward, no optimizer, no teacher).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import model as fm  # noqa: E402
+from train import load_pack  # noqa: E402
+
+
+def deltanet_impl(wrapped):
+    """The module of the function transformers' wrapper calls: its own fallback or fla's kernel
+    (the wrapper keeps the fallback's name, so the closure is what tells)."""
+    for c in wrapped.__closure__ or ():
+        f = c.cell_contents
+        if callable(f) and getattr(f, "__module__", "").startswith("fla"):
+            return f.__module__
+    return wrapped.__module__
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--pack", required=True)
+    p.add_argument("--data", required=True)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--steps", type=int, default=10)
+    a = p.parse_args()
+    from transformers import Qwen4ExpForCausalLM
+    from transformers.models.qwen4_exp import modeling_qwen4_exp as q4
+    impl = deltanet_impl(q4.torch_chunk_gated_delta_rule)
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    fm.patch_indexer()
+    m = Qwen4ExpForCausalLM(fm.flash_mini_config())
+    missing, unexpected = m.load_state_dict(load_pack(a.pack), strict=False)
+    assert set(missing) <= {"lm_head.weight"} and not unexpected, (missing, unexpected)
+    m.tie_weights()
+    m = m.to(dev).train()
+    d = np.fromfile(a.data, dtype=np.uint16)
+    rng = np.random.default_rng(0)
+    starts = rng.integers(0, len(d) - a.seq - 1, a.batch)
+    x = torch.from_numpy(np.stack([d[s:s + a.seq] for s in starts]).astype(np.int64)).to(dev)
+    amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
+    times, first = [], None
+    for i in range(a.steps + 2):
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.time()
+        with amp:
+            loss = m(input_ids=x, labels=x, use_cache=False).loss
+        m.zero_grad(set_to_none=True)
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(m.parameters(), 1e9)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        if i == 0:
+            first = (loss.item(), gn.item())
+        if i >= 2:                      # the first steps compile kernels
+            times.append(time.time() - t0)
+    print(json.dumps({"deltanet": impl, "loss": first[0], "grad_norm": first[1],
+                      "step_ms": 1000 * statistics.median(times), "batch": a.batch, "seq": a.seq}))
+
+
+if __name__ == "__main__":
+    main()
