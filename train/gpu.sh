@@ -122,13 +122,16 @@ if [[ "$1" == gen[2-9] ]]; then
 fi
 
 # flabench: one trunk step with transformers' PyTorch Gated DeltaNet and one with fla's kernels,
-# on the same weights ($FLA_PACK, default stage 7 recovered) and batch ($FLA_DATA); fla is used
+# on the same weights ($FLA_PACK, default stage 7 recovered, else a seeded random init) and batch
+# ($FLA_DATA, else seeded random tokens); fla is used
 # from then on ($S/fla_ok) if its loss matches to 0.2% and its gradient norm to 2%, and its step
 # is faster. Both JSON lines are printed for the record.
 if [ "$1" = flabench ] || [ -n "${FLABENCH:-}" ]; then
-  pk=${FLA_PACK:-$S/pack7r}; dt=${FLA_DATA:-$S/chat6.u16}
-  PYTHONPATH=$S/site python3 train/step_speed.py --pack $pk --data $dt --batch ${BATCH:-64} --steps ${FLA_STEPS:-10} 2>&1 | grep '^{' > $S/speed_torch.json
-  PYTHONPATH=$S/site:$S/fla python3 train/step_speed.py --pack $pk --data $dt --batch ${BATCH:-64} --steps ${FLA_STEPS:-10} 2>&1 | grep '^{' > $S/speed_fla.json || true
+  pk=${FLA_PACK:-$S/pack7r}; dt=${FLA_DATA:-$S/chat6.u16}; args="--batch ${BATCH:-64} --steps ${FLA_STEPS:-10}"
+  if [ -f $pk/pack-0.safetensors ]; then args="$args --pack $pk"; fi   # else a seeded random init
+  if [ -f $dt ]; then args="$args --data $dt"; fi                       # else seeded random tokens
+  PYTHONPATH=$S/site python3 train/step_speed.py $args 2>&1 | grep '^{' > $S/speed_torch.json
+  PYTHONPATH=$S/site:$S/fla python3 train/step_speed.py $args 2>&1 | grep '^{' > $S/speed_fla.json || true
   cat $S/speed_torch.json $S/speed_fla.json
   python3 - $S <<'PYEOF'
 import json, sys, os

@@ -2,7 +2,10 @@
 transformers' own PyTorch Gated DeltaNet and once with `fla` (flash-linear-attention) on the
 path, which transformers then uses for the DeltaNet kernels, and compare the two lines.
 
-  python train/step_speed.py --pack DIR --data FILE.u16 [--batch 64 --seq 512 --steps 10]
+  python train/step_speed.py [--pack DIR] [--data FILE.u16] [--batch 64 --seq 512 --steps 10]
+
+Without --pack the weights are a seeded random init, without --data the tokens are seeded
+random ids: the comparison needs the same inputs in both runs, not trained ones.
 
 Prints one JSON line: which DeltaNet implementation ran, the loss and gradient norm of the
 first step (the same weights and batch either way, so they must agree to bf16 rounding), and
@@ -35,8 +38,8 @@ def deltanet_impl(wrapped):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--pack", required=True)
-    p.add_argument("--data", required=True)
+    p.add_argument("--pack", default="")
+    p.add_argument("--data", default="")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--steps", type=int, default=10)
@@ -46,13 +49,18 @@ def main():
     impl = deltanet_impl(q4.torch_chunk_gated_delta_rule)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     fm.patch_indexer()
+    torch.manual_seed(0)
     m = Qwen4ExpForCausalLM(fm.flash_mini_config())
-    missing, unexpected = m.load_state_dict(load_pack(a.pack), strict=False)
-    assert set(missing) <= {"lm_head.weight"} and not unexpected, (missing, unexpected)
-    m.tie_weights()
+    if a.pack:
+        missing, unexpected = m.load_state_dict(load_pack(a.pack), strict=False)
+        assert set(missing) <= {"lm_head.weight"} and not unexpected, (missing, unexpected)
+        m.tie_weights()
     m = m.to(dev).train()
-    d = np.fromfile(a.data, dtype=np.uint16)
     rng = np.random.default_rng(0)
+    if a.data:
+        d = np.fromfile(a.data, dtype=np.uint16)
+    else:
+        d = rng.integers(0, fm.VOCAB, 1 << 20).astype(np.uint16)
     starts = rng.integers(0, len(d) - a.seq - 1, a.batch)
     x = torch.from_numpy(np.stack([d[s:s + a.seq] for s in starts]).astype(np.int64)).to(dev)
     amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
@@ -73,7 +81,9 @@ def main():
         if i >= 2:                      # the first steps compile kernels
             times.append(time.time() - t0)
     print(json.dumps({"deltanet": impl, "loss": first[0], "grad_norm": first[1],
-                      "step_ms": 1000 * statistics.median(times), "batch": a.batch, "seq": a.seq}))
+                      "step_ms": 1000 * statistics.median(times), "batch": a.batch, "seq": a.seq,
+                      "weights": a.pack or "random", "tokens": a.data or "random",
+                      "device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu"}))
 
 
 if __name__ == "__main__":
