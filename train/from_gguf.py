@@ -32,7 +32,7 @@ SCALE = 1024.0        # probe B: tensor number t holds (t + 1) / SCALE, exact in
 
 
 def layout_of_gguf(reader) -> str:
-    f = {k: v for k, v in reader.fields.items()}
+    f = reader.fields
     arch = bytes(f["general.architecture"].parts[-1]).decode()
 
     def num(key):
