@@ -34,15 +34,14 @@ def unpack(d):
     return sd
 
 
-def write_checkpoint(trunk, mtp, tok_dir, out, tiny=False):
-    """A transformers checkpoint dir at `out` from trunk weights and `mtp.*` weights."""
+def write_checkpoint(sd, tok_dir, out, tiny=False):
+    """A transformers checkpoint dir at `out` from trunk and `mtp.*` weights; returns the two
+    counts."""
     from transformers import AutoTokenizer, Qwen4ExpForCausalLM
+    mtp = {k: v for k, v in sd.items() if k.startswith("mtp.")}
+    trunk = {k: v for k, v in sd.items() if not k.startswith("mtp.")}
     # the weights' own depth and expert count (train.py --layout), so any layout exports
-    cfg = fm.flash_mini_config(tiny, layout=fm.layout_of(trunk))
-    m = Qwen4ExpForCausalLM(cfg)
-    missing, unexpected = m.load_state_dict(trunk, strict=False)
-    assert set(missing) <= {"lm_head.weight"} and not unexpected, (missing, unexpected)
-    m.tie_weights()
+    m = fm.load_trunk(Qwen4ExpForCausalLM(fm.flash_mini_config(tiny, layout=fm.layout_of(trunk))), trunk)
     m.save_pretrained(out, safe_serialization=True)
     # the MTP block in its own shard; the converter indexes every *.safetensors in the dir
     save_file({k: v.contiguous() for k, v in mtp.items()}, os.path.join(out, "model-mtp.safetensors"))
@@ -60,6 +59,7 @@ def write_checkpoint(trunk, mtp, tok_dir, out, tiny=False):
     c["architectures"] = ["Qwen4ExpForCausalLM"]
     json.dump(c, open(os.path.join(out, "config.json"), "w"), indent=2)
     AutoTokenizer.from_pretrained(tok_dir).save_pretrained(out)
+    return len(trunk), len(mtp)
 
 
 def main():
@@ -69,11 +69,8 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--tiny", action="store_true")
     a = p.parse_args()
-    sd = unpack(a.pack)
-    mtp = {k: v for k, v in sd.items() if k.startswith("mtp.")}
-    trunk = {k: v for k, v in sd.items() if not k.startswith("mtp.")}
-    write_checkpoint(trunk, mtp, a.tok, a.out, a.tiny)
-    print(f"wrote {a.out}: {len(trunk)} trunk + {len(mtp)} mtp tensors")
+    n_trunk, n_mtp = write_checkpoint(unpack(a.pack), a.tok, a.out, a.tiny)
+    print(f"wrote {a.out}: {n_trunk} trunk + {n_mtp} mtp tensors")
 
 
 if __name__ == "__main__":

@@ -56,9 +56,7 @@ def convert(lc, sd, tok, work, tag):
     """sd -> checkpoint -> llama.cpp's converter at F32; returns {gguf name: flat float64 array}."""
     from gguf import GGUFReader
     hf = os.path.join(work, tag)
-    trunk = {k: v for k, v in sd.items() if not k.startswith("mtp.")}
-    mtp = {k: v for k, v in sd.items() if k.startswith("mtp.")}
-    write_checkpoint(trunk, mtp, tok, hf)
+    write_checkpoint(sd, tok, hf)
     out = os.path.join(work, tag + ".gguf")
     conv = os.path.join(os.path.dirname(os.path.abspath(__file__)), "convert.py")
     subprocess.run([sys.executable, conv, lc, hf, "--outtype", "f32", "--outfile", out],
@@ -70,6 +68,12 @@ def convert(lc, sd, tok, work, tag):
             sys.exit(f"{out}: tensor {t.name} is {t.tensor_type.name}, the probe needs F32 throughout")
         res[t.name] = np.asarray(t.data, dtype=np.float64).reshape(-1)
     return res
+
+
+def undo(kind, x):
+    """The converter's elementwise step undone: x - 1 where it added 1, log(-x) where it took -exp."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(kind == PLUS1, x - 1, np.where(kind == NEGEXP, np.log(-np.minimum(x, -1e-30)), x))
 
 
 def build_map(lc, layout, tok, work):
@@ -84,13 +88,11 @@ def build_map(lc, layout, tok, work):
     for g in ga:
         va, vb = ga[g], gb[g]
         kind = np.where(vb > 1, PLUS1, np.where(vb < 0, NEGEXP, COPY))
-        c = np.where(kind == PLUS1, vb - 1, np.where(kind == NEGEXP, np.log(-np.minimum(vb, -1e-30)), vb))
-        src = np.rint(c * SCALE).astype(np.int64) - 1
-        with np.errstate(divide="ignore", invalid="ignore"):
-            idx = np.where(kind == PLUS1, va - 2, np.where(kind == NEGEXP, np.rint(np.log(-va)) - 1, va - 1))
-        if (kind == NEGEXP).any() and (idx[kind == NEGEXP] > 80).any():
+        src = np.rint(undo(kind, vb) * SCALE).astype(np.int64) - 1     # probe B: which tensor
+        pos = np.rint(undo(kind, va))                                  # probe A: which element, + 1
+        if not (pos[kind == NEGEXP] <= 80).all():   # exp() of larger indices overflows or rounds
             sys.exit(f"from_gguf: {g}: -exp on a tensor too long to index through exp()")
-        places[g] = (src, idx.astype(np.int64), kind)
+        places[g] = (src, pos.astype(np.int64) - 1, kind)
     return names, places
 
 
@@ -100,8 +102,7 @@ def invert(names, places, tensors):
     for g, (src, idx, kind) in places.items():
         if g not in tensors:
             sys.exit(f"from_gguf: the file has no tensor {g}")
-        v = tensors[g]
-        v = np.where(kind == PLUS1, v - 1, np.where(kind == NEGEXP, np.log(-np.minimum(v, -1e-30)), v))
+        v = undo(kind, tensors[g])
         for t in np.unique(src):
             m = src == t
             flat[t][idx[m]] = v[m]

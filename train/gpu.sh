@@ -123,9 +123,8 @@ fi
 
 # flabench: one trunk step with transformers' PyTorch Gated DeltaNet and one with fla's kernels,
 # on the same weights ($FLA_PACK, default stage 7 recovered, else a seeded random init) and batch
-# ($FLA_DATA, else seeded random tokens); fla is used
-# from then on ($S/fla_ok) if its loss matches to 0.2% and its gradient norm to 2%, and its step
-# is faster. Both JSON lines are printed for the record.
+# ($FLA_DATA, else seeded random tokens); fla is used from then on ($S/fla_ok) if step_speed.py
+# --compare finds the same loss and a faster step. Both JSON lines are printed for the record.
 if [ "$1" = flabench ] || [ -n "${FLABENCH:-}" ]; then
   pk=${FLA_PACK:-$S/pack7r}; dt=${FLA_DATA:-$S/chat6.u16}; args="--batch ${BATCH:-64} --steps ${FLA_STEPS:-10}"
   if [ -f $pk/pack-0.safetensors ]; then args="$args --pack $pk"; fi   # else a seeded random init
@@ -133,22 +132,7 @@ if [ "$1" = flabench ] || [ -n "${FLABENCH:-}" ]; then
   PYTHONPATH=$S/site python3 train/step_speed.py $args 2>&1 | grep '^{' > $S/speed_torch.json
   PYTHONPATH=$S/site:$S/fla python3 train/step_speed.py $args 2>&1 | grep '^{' > $S/speed_fla.json || true
   cat $S/speed_torch.json $S/speed_fla.json
-  python3 - $S <<'PYEOF'
-import json, sys, os
-s = sys.argv[1]
-t = json.load(open(f"{s}/speed_torch.json"))
-try:
-    f = json.load(open(f"{s}/speed_fla.json"))
-except (ValueError, OSError):
-    print("fla: no result, the PyTorch DeltaNet stays")
-    sys.exit(0)
-same = (f["deltanet"].startswith("fla") and abs(f["loss"] - t["loss"]) <= 0.002 * t["loss"]
-        and abs(f["grad_norm"] - t["grad_norm"]) <= 0.02 * t["grad_norm"])
-faster = f["step_ms"] < t["step_ms"]
-print(f"fla: same loss {same}, step {t['step_ms']:.0f} -> {f['step_ms']:.0f} ms ({t['step_ms'] / f['step_ms']:.2f}x)")
-if same and faster:
-    open(f"{s}/fla_ok", "w").write("ok\n")
-PYEOF
+  python3 train/step_speed.py --compare $S/speed_torch.json $S/speed_fla.json --ok $S/fla_ok
   cp $S/speed_torch.json $S/speed_fla.json $OUT/ 2>/dev/null || true
 fi
 
@@ -156,7 +140,8 @@ fi
 # file's last 1% held out, so held_chat.txt stays unseen). A `...t` stage trains the trunk for
 # TRUNK_S seconds and resumes where the last call stopped (one call cannot hold the whole run);
 # its `...m` stage refits the MTP block on it as stage 5 does, and packs. Back: the whole pack
-# (4 files + the histories). BATCH and MTP_BATCH (64 and 32) shrink the batches for a smoke test
+# (4 files + the histories); a stage named without either end does both and packs in one call.
+# BATCH and MTP_BATCH (64 and 32) shrink the batches for a smoke test
 # of a stage on the CPU. A new stage is one line of the table below.
 #   stage6: from stage 5's pack, with the teacher's KL (shipped 2026-12-03).
 #   align:  an experiment on the last 140 s of that session's GPU: stage 6's trunk on
@@ -200,9 +185,9 @@ pack_back() {
 }
 if [ -n "$INIT" ]; then   # a stage of the table: its name's end says what the call does
   case "$1" in
-    stage9) train_trunk; refit_mtp; pack_back "$1" ;;
     *t)    train_trunk ;;
     *m)    refit_mtp; pack_back "$1" ;;
     align) train_trunk; pack_back "$1" ;;
+    *)     train_trunk; refit_mtp; pack_back "$1" ;;
   esac
 fi

@@ -112,6 +112,15 @@ def flash_mini_config(tiny: bool = False, gate: str = "sigmoid", layout: str = "
     )
 
 
+def load_trunk(model, weights):
+    """Trunk weights (a pack's, a checkpoint's) into a Qwen4ExpForCausalLM: every weight but the
+    tied LM head must be there and nothing else; the head is tied to the embedding after."""
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    assert set(missing) <= {"lm_head.weight"} and not unexpected, (missing, unexpected)
+    model.tie_weights()
+    return model
+
+
 def _all_blocks_indexer(self, hidden_states, position_embeddings, attention_mask, past_key_values):
     """QSA indexer for training: select everything.
 

@@ -191,9 +191,7 @@ def cmd_trunk(a):
         step, hist = st["step"], st["hist"]
         log(f"resumed at step {step}")
     elif a.init_pack:
-        missing, unexpected = model.load_state_dict(load_pack(a.init_pack), strict=False)
-        assert set(missing) <= {"lm_head.weight"} and not unexpected, (missing, unexpected)
-        model.tie_weights()
+        fm.load_trunk(model, load_pack(a.init_pack))
         log(f"init from {a.init_pack}")
     n_par = sum(p.numel() for p in model.parameters())
     log(f"trunk params {n_par / 1e6:.2f} M")
@@ -203,9 +201,7 @@ def cmd_trunk(a):
     teacher = load_teacher(a.teacher, dev) if a.teacher else None
     if a.teacher_gate:
         # the same weights with another DeltaNet output gate as the teacher (stage4)
-        teacher = new_trunk(a, a.teacher_gate)
-        teacher.load_state_dict(load_pack(a.init_pack), strict=False)
-        teacher.tie_weights()
+        teacher = fm.load_trunk(new_trunk(a, a.teacher_gate), load_pack(a.init_pack))
         teacher = teacher.to(device=dev, dtype=torch.bfloat16).eval()
     log("teacher:", "on (KL)" if teacher is not None else "off (CE only)")
     data = Batches(a.data, a.seq, a.batch, a.seed + step, a.holdout, a.align)
@@ -257,9 +253,7 @@ def cmd_mtp(a):
         model.load_state_dict(torch.load(tp, map_location=dev)["model"])
     else:
         # the shipped trunk itself (stage5: the MTP block refit on it, the trunk unchanged)
-        missing, unexpected = model.load_state_dict(load_pack(a.init_pack), strict=False)
-        assert set(missing) <= {"lm_head.weight"} and not unexpected, (missing, unexpected)
-        model.tie_weights()
+        fm.load_trunk(model, load_pack(a.init_pack))
     model.eval().requires_grad_(False)
     mtp = fm.MTPBlock(model.config).to(dev)
     ck = os.path.join(a.work, "mtp.pt")
