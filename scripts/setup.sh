@@ -85,7 +85,7 @@ fi
 # 3b. flash-mini (docs/flash-mini.md): the small trained qwen4exp, committed in the repo (35 MB,
 #     Q4_K_M with the hyper-connection tensors BF16). Its sha256 is checked once per recorded digest.
 FLASH=$PROJECT/assets/models/flash-mini-Q4_K_M.gguf
-FLASH_SHA256=dfc1ea5a73913c240d73ad6fe65a83d80a569ab491f82b7816a6097a56855d2d
+FLASH_SHA256=a293336691b461d8185997be1b92a75bfd39c78d7e8bc974933d775c74168286
 if [ "$(cat "$MODELS/flash-mini.ok" 2>/dev/null)" != "$FLASH_SHA256" ]; then
   got=$(sha256sum "$FLASH" | cut -d' ' -f1)
   if [ "$got" != "$FLASH_SHA256" ]; then

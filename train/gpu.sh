@@ -22,6 +22,17 @@ fi
 if [ -d .gpu/f ] && [ ! -d $S/fla/fla ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $S/fla .gpu/f/*.whl
 fi
+# fla 0.6.0 refuses its gated backward on Hopper with the image's Triton 3.6 (wrong results
+# there, fla #640) unless tilelang serves it: tilelang 0.1.15 in .gpu/g0, its needs the image
+# lacks (z3-solver, apache-tvm-ffi, torch-c-dlpack-ext, cloudpickle) in .gpu/g1, two calls.
+for g in g0 g1; do
+  if [ -d .gpu/$g ] && [ ! -f $S/fla/.$g ]; then
+    # a failed install costs only the fla comparison, not the call
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $S/fla .gpu/$g/*.whl \
+        || echo "fla: the wheels in .gpu/$g did not install"
+    touch $S/fla/.$g
+  fi
+done
 export PYTHONPATH=$S/site
 if [ -f $S/fla_ok ]; then export PYTHONPATH=$S/site:$S/fla; fi
 T=$S/teacher/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -80,11 +91,12 @@ into pack6 .gpu/s6a .gpu/s6b
 into pack7 .gpu/s7a .gpu/s7b
 into pack8 .gpu/s8a .gpu/s8b
 into pack7r .gpu/r0 .gpu/r1
+into pack9 .gpu/s9a .gpu/s9b
 into teacher .gpu/t0 .gpu/t1 .gpu/t2 .gpu/t3 .gpu/t4
-for f in chat chat2 chat3 chat4 chat5 chat6; do
+for f in chat chat2 chat3 chat4 chat5 chat6 chat7 chat8 chat9; do
   if [ -f .gpu/data/$f.u16.xz ] && [ ! -f $S/$f.u16 ]; then xz -dc .gpu/data/$f.u16.xz > $S/$f.u16; fi
 done
-if [ "$1" = stash ]; then ls -la $S/pack5 $S/pack6 $S/pack7 $S/pack8 $S/pack7r $S/teacher $S/*.u16 2>/dev/null || true; fi
+if [ "$1" = stash ]; then ls -la $S/pack5 $S/pack6 $S/pack7 $S/pack8 $S/pack7r $S/pack9 $S/teacher $S/*.u16 2>/dev/null || true; fi
 teacher() {
   if [ ! -f $T ]; then
     cat $S/teacher/teacher.p* > $T.part     # p0 .. p4 (2026-12-03) or p0 .. p2; in name order
@@ -108,12 +120,16 @@ fi
 # genN (gen2 .. gen9): more teacher data, chatN.u16, with fresh prompts and samples (seed
 # N - 1) for a later trunk run. gen2 and gen3 use the templates (prompts.prompts); gen4 on
 # have the teacher write the questions too (train.py gen --self-questions; prompts.META), because a student
-# of the templates answers free-form questions poorly (docs/flash-mini.md).
+# of the templates answers free-form questions poorly (docs/flash-mini.md); GEN_TEMPLATE=1 keeps
+# the templates (pass a GEN_SEED no earlier gen used: 0-5, and 1234 for template_prompts.txt).
+# The questions take up to half of GEN_S; by default the teacher writes about as many as the
+# rest of the call can answer (on an H100 at GEN_B=2048, 2026-12-06: ~365 questions/s kept,
+# ~128 answered conversations/s, so GEN_S x 90 questions).
 # Back: chatN.u16 in 15 MiB parts ($OUT/chatN.u16.partNN; `cat` them in order), gen4's questions.
 if [[ "$1" == gen[2-9] ]]; then
   n=${1#gen}
   SELFQ=""
-  if [ $n -ge 4 ]; then SELFQ="--self-questions ${GEN_Q:-40000}"; fi
+  if [ $n -ge 4 ] && [ -z "${GEN_TEMPLATE:-}" ]; then SELFQ="--self-questions ${GEN_Q:-$((${GEN_S:-420} * 90))}"; fi
   teacher
   python3 train/train.py gen --teacher $T --tok $S/tok --out $S/chat$n.u16 --seed ${GEN_SEED:-$((n - 1))} \
       $SELFQ --seconds ${GEN_S:-420} --batch ${GEN_B:-1024} 2>&1 | grep -v Converting
@@ -130,7 +146,8 @@ if [ "$1" = flabench ] || [ -n "${FLABENCH:-}" ]; then
   if [ -f $pk/pack-0.safetensors ]; then args="$args --pack $pk"; fi   # else a seeded random init
   if [ -f $dt ]; then args="$args --data $dt"; fi                       # else seeded random tokens
   PYTHONPATH=$S/site python3 train/step_speed.py $args 2>&1 | grep '^{' > $S/speed_torch.json
-  PYTHONPATH=$S/site:$S/fla python3 train/step_speed.py $args 2>&1 | grep '^{' > $S/speed_fla.json || true
+  PYTHONPATH=$S/site:$S/fla python3 train/step_speed.py $args > $S/speed_fla.log 2>&1 || true
+  grep '^{' $S/speed_fla.log > $S/speed_fla.json || tail -3 $S/speed_fla.log   # why fla gave no result
   cat $S/speed_torch.json $S/speed_fla.json
   python3 train/step_speed.py --compare $S/speed_torch.json $S/speed_fla.json --ok $S/fla_ok
   cp $S/speed_torch.json $S/speed_fla.json $OUT/ 2>/dev/null || true
@@ -153,8 +170,16 @@ fi
 #   stage9: stage 7's weights recovered from the shipped file (train/from_gguf.py: the packs and
 #           data of stages 2-8 were lost with a machine's cache) on chat6 alone, the teacher's
 #           own questions (gen6 on the same machine just before), trunk, MTP refit and pack in one
-#           call (`stage9`), or split over calls (`stage9t`, `stage9m`).
-INIT=""; DATA=$S/chat.u16,$S/chat2.u16
+#           call (`stage9`), or split over calls (`stage9t`, `stage9m`). Ran 2026-12-06 (not shipped).
+#   stage10: stage 9's pack (.gpu/s9a .gpu/s9b, .gpu/p9.sha256; without them stage 7's recovered
+#           one) on every chat*.u16 the machine holds: chat6 carried (.gpu/data/chat6.u16.xz,
+#           stage 9's data) and the gen7 (free-form) made on the machine first, so the trunk
+#           sees fewer passes over more tokens than stage 9's 9 over 4.4 M.
+#   deep:   the 12-layer, 20-expert trunk (train.py --layout 12x20) from a seeded random init, on
+#           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
+#           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the
+#           schedule ends, then `deepm` refits the block and packs.
+INIT=""; DATA=$S/chat.u16,$S/chat2.u16; TABLE=""; LAYOUT=""
 case "$1" in
   stage6t|stage6m) INIT=$S/pack5; W=$S/w6; SUMS=.gpu/p5.sha256; ALIGN=""; KL=1 ;;
   align)           INIT=$S/pack6; W=$S/w7; SUMS=.gpu/p6.sha256; ALIGN="--align"; KL=0 ;;
@@ -163,18 +188,26 @@ case "$1" in
                    DATA=$DATA,$S/chat3.u16,$S/chat4.u16 ;;
   stage9|stage9t|stage9m) INIT=$S/pack7r; W=$S/w10; SUMS=.gpu/r7.sha256; ALIGN="--align"; KL=1
                    DATA=$S/chat6.u16 ;;
+  stage10|stage10t|stage10m) ALIGN="--align"; KL=1; W=$S/w11; DATA=$(ls $S/chat*.u16 | paste -sd,)
+                   if [ -f .gpu/p9.sha256 ]; then INIT=$S/pack9; SUMS=.gpu/p9.sha256
+                   else INIT=$S/pack7r; SUMS=.gpu/r7.sha256; fi ;;
+  deep|deept|deepm) W=$S/wd; SUMS=""; ALIGN="--align"; KL=1; LAYOUT="--layout 12x20"
+                   DATA=$(ls $S/chat*.u16 | paste -sd,) ;;
 esac
+case "$1" in stage[6-9]*|stage1[0-9]*|align|deep*) TABLE=1 ;; esac
+FROM=""   # a stage from a pack starts there; one without (deep) starts from a seeded random init
+if [ -n "$INIT" ]; then FROM="--init-pack $INIT"; fi
 train_trunk() {
-  (cd $INIT && sha256sum -c) < $SUMS
+  if [ -n "$INIT" ]; then (cd $INIT && sha256sum -c) < $SUMS; fi
   mkdir -p $W
   TEACHER=""
   if [ $KL = 1 ]; then teacher; TEACHER="--teacher $T"; fi
-  python3 train/train.py trunk --data $DATA --work $W --init-pack $INIT $ALIGN \
+  python3 train/train.py trunk --data $DATA --work $W $FROM $LAYOUT $ALIGN \
       $TEACHER --seconds ${TRUNK_S:-450} --total-steps ${STEPS:-3000} --lr ${LR:-6e-4} --warmup ${WARMUP:-50} \
       --batch ${BATCH:-64} --log-every 50 2>&1 | grep -v Converting
 }
 refit_mtp() {
-  python3 train/train.py mtp --data $DATA --work $W --init-pack $INIT \
+  python3 train/train.py mtp --data $DATA --work $W $FROM $LAYOUT \
       --self-kl 0.8 --seconds ${MTP_S:-150} --total-steps ${MTP_STEPS:-600} --batch ${MTP_BATCH:-32} --lr 5e-4 \
       --warmup 20 --log-every 100
 }
@@ -183,7 +216,7 @@ pack_back() {
   st=${1%m}; cp $W/trunk_hist.json $OUT/trunk_hist_$st.json
   if [ -f $W/mtp_hist.json ]; then cp $W/mtp_hist.json $OUT/mtp_hist_$st.json; fi
 }
-if [ -n "$INIT" ]; then   # a stage of the table: its name's end says what the call does
+if [ -n "$TABLE" ]; then   # a stage of the table: its name's end says what the call does
   case "$1" in
     *t)    train_trunk ;;
     *m)    refit_mtp; pack_back "$1" ;;

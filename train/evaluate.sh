@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# A pack that came back from the GPU, judged the way the model card judges a stage, in one go:
+# export, convert (trunk with MTP, and the MTP-only sidecar), Q4_K_M with the HC tensors BF16,
+# perplexity on the two held texts, the teacher's relevance verdict on both question files, and
+# MTP acceptance through llama.cpp's draft-mtp path. Nothing here trains.
+#   train/evaluate.sh PACKDIR OUTDIR [N_TEMPLATE]
+# env: PY (the train venv's python), LC (llama.cpp 11434's source), TOK (SmolLM2's tokenizer
+# dir), TEACHER (SmolLM2-135M-Instruct.Q4_1.gguf), JUDGE (the judge's answer cache, kept across
+# stages so the teacher's own answers are written once). OUTDIR/summary.txt collects the figures.
+set -euo pipefail
+PACK=$1; O=$2; NT=${3:-100}
+PY=${PY:-$HOME/.cache/strata/train-venv/bin/python}
+LC=${LC:-$HOME/.cache/strata/llama.cpp-11434/src}
+B=${STRATA_LLAMA_CPP_DIR:-$HOME/.cache/strata/llama.cpp-11434}/build/bin
+TOK=${TOK:-/tmp/smoltok}
+TEACHER=${TEACHER:-.strata/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+JUDGE=${JUDGE:-$HOME/.cache/strata/flash-mini/judge}
+R=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$O"; S=$O/summary.txt; : > "$S"
+"$PY" "$R/train/export.py" --pack "$PACK" --tok "$TOK" --out "$O/hf"
+"$PY" "$R/train/convert.py" "$LC" "$O/hf" --outtype bf16 --outfile "$O/flash-mini-bf16.gguf" > "$O/convert.log" 2>&1
+"$PY" "$R/train/convert.py" "$LC" "$O/hf" --mtp --outtype bf16 --outfile "$O/flash-mini-mtp-bf16.gguf" >> "$O/convert.log" 2>&1
+for f in flash-mini flash-mini-mtp; do
+  "$B/llama-quantize" --tensor-type "hc_=bf16" "$O/$f-bf16.gguf" "$O/$f-Q4_K_M.gguf" Q4_K_M 2 > "$O/quantize-$f.log" 2>&1
+done
+M=$O/flash-mini-Q4_K_M.gguf
+echo "file $(stat -c %s "$M") bytes, sha256 $(sha256sum "$M" | cut -c1-64)" | tee -a "$S"
+for t in docs/flash-mini/held_chat.txt assets/nll_sample.txt; do
+  "$B/llama-perplexity" -m "$M" -f "$R/$t" -c 256 -b 256 -t 2 > "$O/ppl-$(basename "$t" .txt).log" 2>&1
+  echo "perplexity $t: $(grep -o 'Final estimate: PPL = [0-9.]* +/- [0-9.]*' "$O/ppl-$(basename "$t" .txt).log")" | tee -a "$S"
+done
+# The judge keeps answers per model file's folder and name: a link names this stage's file
+# after OUTDIR so stages do not share answers.
+mkdir -p "$O/judged"; J=$O/judged/$(basename "$O")-Q4_K_M.gguf; ln -sf "$(realpath "$M")" "$J"
+"$PY" "$R/train/judge.py" "$R/train/chat_prompts.txt" "$TOK" 30 "$TEACHER" "$JUDGE" "$J" "$TEACHER" \
+    2>&1 | tee "$O/judge-chat.log" | grep -i "relevance" | sed 's/^/free-form (chat_prompts 30): /' | tee -a "$S"
+"$PY" "$R/train/judge.py" "$R/train/template_prompts.txt" "$TOK" "$NT" "$TEACHER" "$JUDGE" "$J" "$TEACHER" \
+    2>&1 | tee "$O/judge-template.log" | grep -i "relevance" | sed "s/^/template ($NT): /" | tee -a "$S"
+STRATA_PY=$PY TOK=$TOK "$R/train/spec.sh" "$M" "$O/spec" > "$O/spec.log"
+"$PY" - "$O/spec" <<'EOF' | tee -a "$S"
+import glob, re, sys
+# a verify window yields its accepted drafts plus the target's own token (the card's count)
+n = d = a = 0
+for f in sorted(glob.glob(sys.argv[1] + "/spec-*.log")):
+    t = open(f).read()
+    n += int(re.search(r"n_predict\s*=\s*(\d+)", t).group(1))
+    d += int(re.search(r"n_drafted\s*=\s*(\d+)", t).group(1))
+    a += int(re.search(r"n_accept\s*=\s*(\d+)", t).group(1))
+w = n - a
+print(f"MTP: {n} predicted, {d} drafted, {a} accepted ({a / max(d, 1):.1%}), {w} windows: "
+      f"{a / max(w, 1):.2f} accepted drafts per window")
+EOF
