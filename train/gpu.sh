@@ -170,11 +170,11 @@ fi
 #   stage9: stage 7's weights recovered from the shipped file (train/from_gguf.py: the packs and
 #           data of stages 2-8 were lost with a machine's cache) on chat6 alone, the teacher's
 #           own questions (gen6 on the same machine just before), trunk, MTP refit and pack in one
-#           call (`stage9`), or split over calls (`stage9t`, `stage9m`). Ran 2026-12-06 (not shipped).
-#   stage10: stage 9's pack (.gpu/s9a .gpu/s9b, .gpu/p9.sha256; without them stage 7's recovered
-#           one) on every chat*.u16 the machine holds: chat6 carried (.gpu/data/chat6.u16.xz,
-#           stage 9's data) and the gen7 (free-form) made on the machine first, so the trunk
-#           sees fewer passes over more tokens than stage 9's 9 over 4.4 M.
+#           call (`stage9`), or split over calls (`stage9t`, `stage9m`). Ran 2026-12-06 (shipped).
+#   stage10: stage 9's pack (.gpu/s9a .gpu/s9b, .gpu/p9.sha256: the cache's, or from_gguf.py on
+#           the committed file) on every chat*.u16 the machine holds: chat6 carried
+#           (.gpu/data/chat6.u16.xz, stage 9's data) and gen7 (free-form) made on the machine
+#           first, so the trunk sees fewer passes over more tokens than stage 9's 9 over 4.4 M.
 #   deep:   the 12-layer, 20-expert trunk (train.py --layout 12x20) from a seeded random init, on
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the
@@ -188,9 +188,8 @@ case "$1" in
                    DATA=$DATA,$S/chat3.u16,$S/chat4.u16 ;;
   stage9|stage9t|stage9m) INIT=$S/pack7r; W=$S/w10; SUMS=.gpu/r7.sha256; ALIGN="--align"; KL=1
                    DATA=$S/chat6.u16 ;;
-  stage10|stage10t|stage10m) ALIGN="--align"; KL=1; W=$S/w11; DATA=$(ls $S/chat*.u16 | paste -sd,)
-                   if [ -f .gpu/p9.sha256 ]; then INIT=$S/pack9; SUMS=.gpu/p9.sha256
-                   else INIT=$S/pack7r; SUMS=.gpu/r7.sha256; fi ;;
+  stage10|stage10t|stage10m) INIT=$S/pack9; W=$S/w11; SUMS=.gpu/p9.sha256; ALIGN="--align"; KL=1
+                   DATA=$(ls $S/chat*.u16 | paste -sd,) ;;
   deep|deept|deepm) W=$S/wd; SUMS=""; ALIGN="--align"; KL=1; LAYOUT="--layout 12x20"
                    DATA=$(ls $S/chat*.u16 | paste -sd,) ;;
 esac

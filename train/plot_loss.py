@@ -30,7 +30,7 @@ def main():
     for name, label in [("trunk_stage2-3.json", "stages 2-3"), ("trunk_stage4.json", "stage 4"),
                         ("trunk_stage6.json", "stage 6"), ("trunk_stage7.json", "stage 7 (aligned)"),
                         ("trunk_stage8.json", "stage 8 (not shipped)"),
-                        ("trunk_stage9.json", "stage 9 (not shipped)")]:
+                        ("trunk_stage9.json", "stage 9 (shipped)")]:
         h = load(d, name)
         if not h:
             continue
