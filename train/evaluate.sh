@@ -7,6 +7,9 @@
 # env: PY (the train venv's python), LC (llama.cpp 11434's source), TOK (SmolLM2's tokenizer
 # dir), TEACHER (SmolLM2-135M-Instruct.Q4_1.gguf), JUDGE (the judge's answer cache, kept across
 # stages so the teacher's own answers are written once). OUTDIR/summary.txt collects the figures.
+# BASE=OUTDIR of an earlier stage's run puts that stage first in every comparison, so the judge
+# and the prompt gain print paired differences against it; HELD=DATA.u16 also judges 60 of that
+# data file's held-out questions and measures the prompt gain on 100 of its conversations.
 set -euo pipefail
 PACK=$1; O=$2; NT=${3:-100}
 PY=${PY:-$HOME/.cache/strata/train-venv/bin/python}
@@ -32,10 +35,21 @@ done
 # The judge keeps answers per model file's folder and name: a link names this stage's file
 # after OUTDIR so stages do not share answers.
 mkdir -p "$O/judged"; J=$O/judged/$(basename "$O")-Q4_K_M.gguf; ln -sf "$(realpath "$M")" "$J"
-"$PY" "$R/train/judge.py" "$R/train/chat_prompts.txt" "$TOK" 30 "$TEACHER" "$JUDGE" "$J" "$TEACHER" \
-    2>&1 | tee "$O/judge-chat.log" | grep -i "relevance" | sed 's/^/free-form (chat_prompts 30): /' | tee -a "$S"
-"$PY" "$R/train/judge.py" "$R/train/template_prompts.txt" "$TOK" "$NT" "$TEACHER" "$JUDGE" "$J" "$TEACHER" \
-    2>&1 | tee "$O/judge-template.log" | grep -i "relevance" | sed "s/^/template ($NT): /" | tee -a "$S"
+MODELS=("$J" "$TEACHER"); HF=("$O/hf" "$TEACHER")
+if [ -n "${BASE:-}" ]; then
+  MODELS=("$BASE/judged/$(basename "$BASE")-Q4_K_M.gguf" "${MODELS[@]}"); HF=("$BASE/hf" "${HF[@]}")
+fi
+judge() {   # judge QUESTIONS N LABEL LOG
+  "$PY" "$R/train/judge.py" "$1" "$TOK" "$2" "$TEACHER" "$JUDGE" "${MODELS[@]}" 2>&1 | tee "$O/$4" \
+      | grep -E "relevance|paired" | sed "s/^/$3: /" | tee -a "$S"
+}
+judge "$R/train/chat_prompts.txt" 30 "free-form (chat_prompts 30)" judge-chat.log
+judge "$R/train/template_prompts.txt" "$NT" "template ($NT)" judge-template.log
+if [ -n "${HELD:-}" ]; then
+  judge "$HELD" 60 "held free-form ($(basename "$HELD") 60)" judge-held.log
+  "$PY" "$R/train/prompt_gain.py" "$HELD" "$TOK" 100 "${HF[@]}" 2>&1 | tee "$O/prompt-gain.log" \
+      | grep -E "prompt gain|paired" | sed "s/^/prompt gain ($(basename "$HELD") 100): /" | tee -a "$S"
+fi
 STRATA_PY=$PY TOK=$TOK "$R/train/spec.sh" "$M" "$O/spec" > "$O/spec.log"
 "$PY" - "$O/spec" <<'EOF' | tee -a "$S"
 import glob, re, sys
