@@ -9,30 +9,23 @@
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 S=/root/fm; mkdir -p $S
-if [ -d .gpu/w ] && [ ! -d $S/site/transformers ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $S/site .gpu/w/*.whl
-fi
-# gguf-py (transformers reads the teacher GGUF with it): gguf-0.19.0-py3-none-any.whl in .gpu/x
-if [ -d .gpu/x ] && [ ! -d $S/site/gguf ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $S/site .gpu/x/*.whl
-fi
+wheels() {   # wheels NAME TARGET: the wheels carried in .gpu/NAME, installed into TARGET once
+  if [ -d .gpu/$1 ] && [ ! -f $2/.$1 ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $2 .gpu/$1/*.whl \
+        && touch $2/.$1
+  fi
+}
+wheels w $S/site   # transformers 5.23.0
+wheels x $S/site   # gguf-py 0.19.0 (transformers reads the teacher GGUF with it)
 # fla (flash-linear-attention: fla_core, flash_linear_attention, einops wheels in .gpu/f) goes in
 # its own dir: transformers uses its Gated DeltaNet kernels when it is importable, so it is put
 # on the path only after `flabench` has shown it gives the same loss, faster ($S/fla_ok).
-if [ -d .gpu/f ] && [ ! -d $S/fla/fla ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $S/fla .gpu/f/*.whl
-fi
+wheels f $S/fla
 # fla 0.6.0 refuses its gated backward on Hopper with the image's Triton 3.6 (wrong results
 # there, fla #640) unless tilelang serves it: tilelang 0.1.15 in .gpu/g0, its needs the image
 # lacks (z3-solver, apache-tvm-ffi, torch-c-dlpack-ext, cloudpickle) in .gpu/g1, two calls.
-for g in g0 g1; do
-  if [ -d .gpu/$g ] && [ ! -f $S/fla/.$g ]; then
-    # a failed install costs only the fla comparison, not the call
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $S/fla .gpu/$g/*.whl \
-        || echo "fla: the wheels in .gpu/$g did not install"
-    touch $S/fla/.$g
-  fi
-done
+# A failed install costs only the fla comparison, not the call.
+for g in g0 g1; do wheels $g $S/fla || echo "fla: the wheels in .gpu/$g did not install"; done
 export PYTHONPATH=$S/site
 if [ -f $S/fla_ok ]; then export PYTHONPATH=$S/site:$S/fla; fi
 T=$S/teacher/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -179,7 +172,8 @@ fi
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the
 #           schedule ends, then `deepm` refits the block and packs.
-INIT=""; DATA=$S/chat.u16,$S/chat2.u16; TABLE=""; LAYOUT=""
+every_file() { ls $S/chat*.u16 | paste -sd,; }   # every chat*.u16 this machine holds
+INIT=""; W=""; DATA=$S/chat.u16,$S/chat2.u16; LAYOUT=""   # a stage of the table sets W
 case "$1" in
   stage6t|stage6m) INIT=$S/pack5; W=$S/w6; SUMS=.gpu/p5.sha256; ALIGN=""; KL=1 ;;
   align)           INIT=$S/pack6; W=$S/w7; SUMS=.gpu/p6.sha256; ALIGN="--align"; KL=0 ;;
@@ -189,11 +183,10 @@ case "$1" in
   stage9|stage9t|stage9m) INIT=$S/pack7r; W=$S/w10; SUMS=.gpu/r7.sha256; ALIGN="--align"; KL=1
                    DATA=$S/chat6.u16 ;;
   stage10|stage10t|stage10m) INIT=$S/pack9; W=$S/w11; SUMS=.gpu/p9.sha256; ALIGN="--align"; KL=1
-                   DATA=$(ls $S/chat*.u16 | paste -sd,) ;;
+                   DATA=$(every_file) ;;
   deep|deept|deepm) W=$S/wd; SUMS=""; ALIGN="--align"; KL=1; LAYOUT="--layout 12x20"
-                   DATA=$(ls $S/chat*.u16 | paste -sd,) ;;
+                   DATA=$(every_file) ;;
 esac
-case "$1" in stage[6-9]*|stage1[0-9]*|align|deep*) TABLE=1 ;; esac
 FROM=""   # a stage from a pack starts there; one without (deep) starts from a seeded random init
 if [ -n "$INIT" ]; then FROM="--init-pack $INIT"; fi
 train_trunk() {
@@ -215,7 +208,7 @@ pack_back() {
   st=${1%m}; cp $W/trunk_hist.json $OUT/trunk_hist_$st.json
   if [ -f $W/mtp_hist.json ]; then cp $W/mtp_hist.json $OUT/mtp_hist_$st.json; fi
 }
-if [ -n "$TABLE" ]; then   # a stage of the table: its name's end says what the call does
+if [ -n "$W" ]; then   # a stage of the table: its name's end says what the call does
   case "$1" in
     *t)    train_trunk ;;
     *m)    refit_mtp; pack_back "$1" ;;

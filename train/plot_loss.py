@@ -3,12 +3,12 @@
   python train/plot_loss.py docs/flash-mini/hist docs/flash-mini/loss.png
 
 Left: the trunk over all the tokens it has seen, stage by stage (each stage's history counts
-its tokens from zero, so they are laid end to end; stages 8 and 9 both start from stage 7; stage 7's windows start at conversation
-starts, its held-out CE too, so it reads lower than stage 6's on the same weights). Middle: the
-MTP block's CE per depth (stages 3-4, trained on the teacher's text). Right: stages 5-9,
-trained on the trunk's own
-distribution: held-out top-1 agreement with the trunk and the mean run of agreeing chained
-drafts (train.py's stand-in for accepted drafts per verify window).
+its tokens from zero, so they are laid end to end; stages 8 and 9 both start from stage 7;
+stage 7's windows start at conversation starts, its held-out CE too, so it reads lower than
+stage 6's on the same weights). Middle: the MTP block's CE per depth (stages 3-4, trained on
+the teacher's text). Right: stages 5-9, trained on the trunk's own distribution: held-out
+top-1 agreement with the trunk and the mean run of agreeing chained drafts (train.py's
+stand-in for accepted drafts per verify window).
 """
 import json
 import os

@@ -19,3 +19,7 @@ print(t.apply_chat_template([{'role': 'user', 'content': sys.argv[2]}], tokenize
   grep -E "n_predict|n_drafted|n_accept|accept " "$O/spec-$i.log" | sed 's/^[0-9.]* I //'
   i=$((i + 1))
 done
+# the totals; a verify window yields its accepted drafts plus the target's own token
+awk '/n_predict =/ {n += $NF} /n_drafted =/ {d += $NF} /n_accept  =/ {a += $NF}
+     END {w = n - a; printf "MTP: %d predicted, %d drafted, %d accepted (%.1f%%), %d windows: %.2f accepted drafts per window\n",
+          n, d, a, 100 * a / (d ? d : 1), w, a / (w ? w : 1)}' "$O"/spec-*.log
