@@ -131,11 +131,11 @@ if [[ "$1" == gen[2-9] ]]; then
 fi
 
 # flabench: one trunk step with transformers' PyTorch Gated DeltaNet and one with fla's kernels,
-# on the same weights ($FLA_PACK, default stage 7 recovered, else a seeded random init) and batch
+# on the same weights ($FLA_PACK, default stage 9's pack, else a seeded random init) and batch
 # ($FLA_DATA, else seeded random tokens); fla is used from then on ($S/fla_ok) if step_speed.py
 # --compare finds the same loss and a faster step. Both JSON lines are printed for the record.
 if [ "$1" = flabench ] || [ -n "${FLABENCH:-}" ]; then
-  pk=${FLA_PACK:-$S/pack7r}; dt=${FLA_DATA:-$S/chat6.u16}; args="--batch ${BATCH:-64} --steps ${FLA_STEPS:-10}"
+  pk=${FLA_PACK:-$S/pack9}; dt=${FLA_DATA:-$S/chat6.u16}; args="--batch ${BATCH:-64} --steps ${FLA_STEPS:-10}"
   if [ -f $pk/pack-0.safetensors ]; then args="$args --pack $pk"; fi   # else a seeded random init
   if [ -f $dt ]; then args="$args --data $dt"; fi                       # else seeded random tokens
   PYTHONPATH=$S/site python3 train/step_speed.py $args 2>&1 | grep '^{' > $S/speed_torch.json
@@ -144,6 +144,7 @@ if [ "$1" = flabench ] || [ -n "${FLABENCH:-}" ]; then
   cat $S/speed_torch.json $S/speed_fla.json
   python3 train/step_speed.py --compare $S/speed_torch.json $S/speed_fla.json --ok $S/fla_ok
   cp $S/speed_torch.json $S/speed_fla.json $OUT/ 2>/dev/null || true
+  if [ -f $S/fla_ok ]; then export PYTHONPATH=$S/site:$S/fla; fi   # the rest of this call too
 fi
 
 # The trunk runs after stage 5, on chat.u16 + chat2.u16, from stage 8 on chat3/chat4.u16 too (each
@@ -168,6 +169,11 @@ fi
 #           the committed file) on every chat*.u16 the machine holds: chat6 carried
 #           (.gpu/data/chat6.u16.xz, stage 9's data) and gen7 (free-form) made on the machine
 #           first, so the trunk sees fewer passes over more tokens than stage 9's 9 over 4.4 M.
+#   grow:   stage 9's pack grown to the 12x20 layout on the machine (train/grow.py: a new DDDQ
+#           group of zero-output copies between the two old ones, so it starts as the same
+#           function; experts pruned to the 20 per layer that carry the most routed weight over
+#           chat6's held tail, which costs 0.12 nats of held CE at the start), then trained as
+#           stage 10 on every chat*.u16 the machine holds (chat6-8 carried in .gpu/data).
 #   deep:   the 12-layer, 20-expert trunk (train.py --layout 12x20) from a seeded random init, on
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the
@@ -184,13 +190,20 @@ case "$1" in
                    DATA=$S/chat6.u16 ;;
   stage10|stage10t|stage10m) INIT=$S/pack9; W=$S/w11; SUMS=.gpu/p9.sha256; ALIGN="--align"; KL=1
                    DATA=$(every_file) ;;
+  grow|growt|growm) INIT=$S/pack12g; W=$S/wg; SUMS=""; ALIGN="--align"; KL=1; LAYOUT="--layout 12x20"
+                   DATA=$(every_file) ;;
   deep|deept|deepm) W=$S/wd; SUMS=""; ALIGN="--align"; KL=1; LAYOUT="--layout 12x20"
                    DATA=$(every_file) ;;
 esac
+if [[ "$1" == grow* ]] && [ ! -f $S/pack12g/pack-0.safetensors ]; then
+  (cd $S/pack9 && sha256sum -c) < .gpu/p9.sha256
+  python3 train/grow.py $S/pack9 $S/chat6.u16 $S/pack12g.tmp --layout 12x20 2>&1 | grep -v "falling back"
+  mv $S/pack12g.tmp $S/pack12g
+fi
 FROM=""   # a stage from a pack starts there; one without (deep) starts from a seeded random init
 if [ -n "$INIT" ]; then FROM="--init-pack $INIT"; fi
 train_trunk() {
-  if [ -n "$INIT" ]; then (cd $INIT && sha256sum -c) < $SUMS; fi
+  if [ -n "$SUMS" ]; then (cd $INIT && sha256sum -c) < $SUMS; fi   # grow checks pack9 above
   mkdir -p $W
   TEACHER=""
   if [ $KL = 1 ]; then teacher; TEACHER="--teacher $T"; fi

@@ -3,10 +3,10 @@
   python train/plot_loss.py docs/flash-mini/hist docs/flash-mini/loss.png
 
 Left: the trunk over all the tokens it has seen, stage by stage (each stage's history counts
-its tokens from zero, so they are laid end to end; stages 8 and 9 both start from stage 7;
-stage 7's windows start at conversation starts, its held-out CE too, so it reads lower than
-stage 6's on the same weights). Middle: the MTP block's CE per depth (stages 3-4, trained on
-the teacher's text). Right: stages 5-9, trained on the trunk's own distribution: held-out
+its tokens from zero, so they are laid end to end; stages 8 and 9 both start from stage 7,
+stage 10 from stage 9; stage 7's windows start at conversation starts, its held-out CE too, so
+it reads lower than stage 6's on the same weights). Middle: the MTP block's CE per depth (stages 3-4, trained on
+the teacher's text). Right: stages 5-10, trained on the trunk's own distribution: held-out
 top-1 agreement with the trunk and the mean run of agreeing chained drafts (train.py's
 stand-in for accepted drafts per verify window).
 """
@@ -30,7 +30,8 @@ def main():
     for name, label in [("trunk_stage2-3.json", "stages 2-3"), ("trunk_stage4.json", "stage 4"),
                         ("trunk_stage6.json", "stage 6"), ("trunk_stage7.json", "stage 7 (aligned)"),
                         ("trunk_stage8.json", "stage 8 (not shipped)"),
-                        ("trunk_stage9.json", "stage 9 (shipped)")]:
+                        ("trunk_stage9.json", "stage 9 (shipped)"),
+                        ("trunk_stage10.json", "stage 10 (not shipped)")]:
         h = load(d, name)
         if not h:
             continue
@@ -59,9 +60,9 @@ def main():
     b.legend(fontsize=7)
 
     for name, col in [("mtp_stage5.json", "C3"), ("mtp_stage6.json", "C4"), ("mtp_stage7.json", "C5"),
-                      ("mtp_stage8.json", "C6"), ("mtp_stage9.json", "C7")]:
+                      ("mtp_stage8.json", "C6"), ("mtp_stage9.json", "C7"), ("mtp_stage10.json", "C8")]:
         h = load(d, name)
-        st = name[4:10].replace("_", " ")
+        st = name[4:-5].replace("_", " ")
         c.plot([r["step"] for r in h], [r["held_accepted"] for r in h], color=col, label=f"{st}: agreeing run")
         c.plot([r["step"] for r in h], [sum(r["held_top1"]) / 3 for r in h], color=col, ls="--",
                label=f"{st}: top-1 = trunk's (mean of 3 depths)")
