@@ -34,8 +34,10 @@ for t in docs/flash-mini/held_chat.txt assets/nll_sample.txt; do
   echo "perplexity $t: $(grep -o 'Final estimate: PPL = [0-9.]* +/- [0-9.]*' "$L")" | tee -a "$S"
 done
 # The judge keeps answers per model file's folder and name: a link names this stage's file
-# after OUTDIR so stages do not share answers.
+# after OUTDIR so stages do not share answers, and a rerun into the same OUTDIR (a new pack)
+# drops the answers an earlier run cached under that name.
 mkdir -p "$O/judged"; J=$O/judged/$(basename "$O")-Q4_K_M.gguf; ln -sf "$(realpath "$M")" "$J"
+rm -rf "$JUDGE/judged_$(basename "$J")"*   # and its JUDGE_TEMP variants
 MODELS=("$J" "$TEACHER"); HF=("$O/hf" "$TEACHER")
 if [ -n "${BASE:-}" ]; then
   MODELS=("$BASE/judged/$(basename "$BASE")-Q4_K_M.gguf" "${MODELS[@]}"); HF=("$BASE/hf" "${HF[@]}")

@@ -172,7 +172,7 @@ fi
 #   grow:   stage 9's pack grown to the 12x20 layout on the machine (train/grow.py: a new DDDQ
 #           group of zero-output copies between the two old ones, so it starts as the same
 #           function; experts pruned to the 20 per layer that carry the most routed weight over
-#           chat6's held tail, which costs 0.12 nats of held CE at the start), then trained as
+#           chat6's held tail, which costs 0.14 nats of held CE at the start), then trained as
 #           stage 10 on every chat*.u16 the machine holds (chat6-8 carried in .gpu/data).
 #   deep:   the 12-layer, 20-expert trunk (train.py --layout 12x20) from a seeded random init, on
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set

@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model as fm  # noqa: E402
 from export import unpack  # noqa: E402
-from train import split_held, write_pack  # noqa: E402
+from train import Batches, write_pack  # noqa: E402
 
 # the projections that write a layer's output into the residual streams: zero in a new layer
 WRITERS = ("linear_attn.out_proj.weight", "self_attn.o_proj.weight", "mlp.experts.down_proj",
@@ -34,15 +34,15 @@ WRITERS = ("linear_attn.out_proj.weight", "self_attn.o_proj.weight", "mlp.expert
 EXPERT_ROWS = ("mlp.gate.weight", "mlp.experts.gate_up_proj", "mlp.experts.down_proj")   # dim 0 = expert
 
 
-def held_windows(path, n, seq=512, share=0.01):
-    """n windows of the data file's held tail, each starting at a conversation start."""
-    _, tail = split_held(np.fromfile(path, dtype=np.uint16), share)
-    s = np.flatnonzero((tail[:-1] == tail[0]) & (tail[1:] == tail[1]))
-    s = s[s < len(tail) - seq - 1]
+def held_windows(path, n, seq=512):
+    """n windows of the data file's held tail (the 1% train.py never trains on), spread evenly over
+    the conversation starts there that train.py --align would use."""
+    b = Batches(path, seq, n, 0, 0.01, align=True)
+    s = b.starts[True]
     if len(s) < n:
         raise SystemExit(f"grow: {path}: only {len(s)} conversation starts in the held tail, need {n}")
     idx = s[np.linspace(0, len(s) - 1, n).astype(int)]
-    return torch.from_numpy(np.stack([tail[i:i + seq] for i in idx]).astype(np.int64))
+    return torch.from_numpy(np.stack([b.hold[i:i + seq] for i in idx]).astype(np.int64))
 
 
 def build(trunk_sd):
@@ -77,8 +77,9 @@ def held_ce(model, ids):
 
 
 def placement(old_groups, new_groups):
-    """Source group of every target group: new groups (None -> copy of the next old group) spread
-    evenly between the old ones, never in front of the first (it reads the embedding)."""
+    """(kind, old group) for every group of the grown trunk in order: a "new" group is a copy of the
+    old group after it; new groups are spread evenly between the old ones, never in front of the
+    first (it reads the embedding)."""
     before = {round((i + 1) * old_groups / (new_groups + 1)) for i in range(new_groups)}
     if len(before) < new_groups or 0 in before:
         raise SystemExit(f"grow: cannot spread {new_groups} new groups between {old_groups} old ones")
@@ -98,7 +99,6 @@ def main():
     p.add_argument("--layout", default="12x20")
     p.add_argument("--windows", type=int, default=16, help="held windows of 512 tokens for usage and CE")
     a = p.parse_args()
-    torch.manual_seed(0)
     sd = unpack(a.pack)
     trunk = {k: v for k, v in sd.items() if not k.startswith("mtp.")}
     mtp_sd = {k[4:]: v for k, v in sd.items() if k.startswith("mtp.")}
@@ -112,7 +112,6 @@ def main():
     gates = {i: layer.mlp.gate for i, layer in enumerate(old.model.layers)}
     mass = routed_mass(gates, lambda: old(input_ids=ids, use_cache=False))
     ce_old, logits_old = held_ce(old, ids)
-    mtp = None
     if mtp_sd:
         mtp = fm.MTPBlock(old.config)
         mtp.load_state_dict(mtp_sd)
@@ -143,9 +142,9 @@ def main():
             grown.update(layer_weights(trunk, f"model.layers.{i}.", f"model.layers.{j}.", keep[i], kind == "new"))
             j += 1
         print(f"layers {j - 4}-{j - 1}: {'new, a zero-output copy of' if kind == 'new' else 'old'} layers {4 * g}-{4 * g + 3}")
-    if mtp_sd:
-        mt = {k: (v[keep["mtp"]] if k[len("layers.0."):] in EXPERT_ROWS else v).clone() for k, v in mtp_sd.items()}
-        grown.update({"mtp." + k: v for k, v in mt.items()})
+    if mtp_sd:   # the block's one layer loses the same kind of rows; the rest is copied
+        grown.update({"mtp." + k: v.clone() for k, v in mtp_sd.items() if not k.startswith("layers.0.")})
+        grown.update(layer_weights(mtp_sd, "layers.0.", "mtp.layers.0.", keep["mtp"], False))
 
     new = build({k: v for k, v in grown.items() if not k.startswith("mtp.")})
     ce_new, logits_new = held_ce(new, ids)
