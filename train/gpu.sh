@@ -85,11 +85,12 @@ into pack7 .gpu/s7a .gpu/s7b
 into pack8 .gpu/s8a .gpu/s8b
 into pack7r .gpu/r0 .gpu/r1
 into pack9 .gpu/s9a .gpu/s9b
+into packg .gpu/sga .gpu/sgb   # stage 9 grown to 12x20 and trained (gpu.sh grow, 2026-12-06)
 into teacher .gpu/t0 .gpu/t1 .gpu/t2 .gpu/t3 .gpu/t4
 for f in chat chat2 chat3 chat4 chat5 chat6 chat7 chat8 chat9; do
   if [ -f .gpu/data/$f.u16.xz ] && [ ! -f $S/$f.u16 ]; then xz -dc .gpu/data/$f.u16.xz > $S/$f.u16; fi
 done
-if [ "$1" = stash ]; then ls -la $S/pack5 $S/pack6 $S/pack7 $S/pack8 $S/pack7r $S/pack9 $S/teacher $S/*.u16 2>/dev/null || true; fi
+if [ "$1" = stash ]; then ls -la $S/pack5 $S/pack6 $S/pack7 $S/pack8 $S/pack7r $S/pack9 $S/packg $S/teacher $S/*.u16 2>/dev/null || true; fi
 teacher() {
   if [ ! -f $T ]; then
     cat $S/teacher/teacher.p* > $T.part     # p0 .. p4 (2026-12-03) or p0 .. p2; in name order
@@ -132,10 +133,10 @@ fi
 
 # flabench: one trunk step with transformers' PyTorch Gated DeltaNet and one with fla's kernels,
 # on the same weights ($FLA_PACK, default stage 9's pack, else a seeded random init) and batch
-# ($FLA_DATA, else seeded random tokens); fla is used from then on ($S/fla_ok) if step_speed.py
+# ($FLA_DATA, else seeded random tokens; $FLA_BATCH windows); fla is used from then on ($S/fla_ok) if step_speed.py
 # --compare finds the same loss and a faster step. Both JSON lines are printed for the record.
 if [ "$1" = flabench ] || [ -n "${FLABENCH:-}" ]; then
-  pk=${FLA_PACK:-$S/pack9}; dt=${FLA_DATA:-$S/chat6.u16}; args="--batch ${BATCH:-64} --steps ${FLA_STEPS:-10}"
+  pk=${FLA_PACK:-$S/pack9}; dt=${FLA_DATA:-$S/chat6.u16}; args="--batch ${FLA_BATCH:-${BATCH:-64}} --steps ${FLA_STEPS:-10}"
   if [ -f $pk/pack-0.safetensors ]; then args="$args --pack $pk"; fi   # else a seeded random init
   if [ -f $dt ]; then args="$args --data $dt"; fi                       # else seeded random tokens
   PYTHONPATH=$S/site python3 train/step_speed.py $args 2>&1 | grep '^{' > $S/speed_torch.json
@@ -152,7 +153,8 @@ fi
 # TRUNK_S seconds and resumes where the last call stopped (one call cannot hold the whole run);
 # its `...m` stage refits the MTP block on it as stage 5 does, and packs. Back: the whole pack
 # (4 files + the histories); a stage named without either end does both and packs in one call.
-# BATCH and MTP_BATCH (64 and 32) shrink the batches for a smoke test
+# BATCH and MTP_BATCH (64 and 32; 48 for the 12-layer trunk, whose batch of 64 with the
+# teacher's KL ran out of the H100's 80 GB) shrink the batches for a smoke test
 # of a stage on the CPU. A new stage is one line of the table below.
 #   stage6: from stage 5's pack, with the teacher's KL (shipped 2026-12-03).
 #   align:  an experiment on the last 140 s of that session's GPU: stage 6's trunk on
@@ -174,12 +176,15 @@ fi
 #           function; experts pruned to the 20 per layer that carry the most routed weight over
 #           chat6's held tail, which costs 0.14 nats of held CE at the start), then trained as
 #           stage 10 on every chat*.u16 the machine holds (chat6-8 carried in .gpu/data).
+#   answer: the grown, trained pack (.gpu/sga .gpu/sgb, .gpu/pg.sha256) trained on as grow was,
+#           with CE and KL on the answers' tokens alone (train.py --answer-only): the system line
+#           and the questions (18-22% of the tokens) no longer take the trunk's capacity.
 #   deep:   the 12-layer, 20-expert trunk (train.py --layout 12x20) from a seeded random init, on
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the
 #           schedule ends, then `deepm` refits the block and packs.
 every_file() { ls $S/chat*.u16 | paste -sd,; }   # every chat*.u16 this machine holds
-INIT=""; W=""; DATA=$S/chat.u16,$S/chat2.u16; LAYOUT=""   # a stage of the table sets W
+INIT=""; W=""; DATA=$S/chat.u16,$S/chat2.u16; LAYOUT=""; TB=64   # a stage of the table sets W
 case "$1" in
   stage6t|stage6m) INIT=$S/pack5; W=$S/w6; SUMS=.gpu/p5.sha256; ALIGN=""; KL=1 ;;
   align)           INIT=$S/pack6; W=$S/w7; SUMS=.gpu/p6.sha256; ALIGN="--align"; KL=0 ;;
@@ -190,14 +195,17 @@ case "$1" in
                    DATA=$S/chat6.u16 ;;
   stage10|stage10t|stage10m) INIT=$S/pack9; W=$S/w11; SUMS=.gpu/p9.sha256; ALIGN="--align"; KL=1
                    DATA=$(every_file) ;;
-  grow|growt|growm) INIT=$S/pack12g; W=$S/wg; SUMS=""; ALIGN="--align"; KL=1; LAYOUT="--layout 12x20"
+  grow|growt|growm) INIT=$S/pack12g; W=$S/wg; SUMS=""; ALIGN="--align"; KL=1; LAYOUT="--layout 12x20"; TB=48
                    DATA=$(every_file) ;;
-  deep|deept|deepm) W=$S/wd; SUMS=""; ALIGN="--align"; KL=1; LAYOUT="--layout 12x20"
+  answer|answert|answerm) INIT=$S/packg; W=$S/wans; SUMS=.gpu/pg.sha256; ALIGN="--align --answer-only"; KL=1
+                   LAYOUT="--layout 12x20"; TB=48; DATA=$(every_file) ;;
+  deep|deept|deepm) W=$S/wd; SUMS=""; ALIGN="--align"; KL=1; LAYOUT="--layout 12x20"; TB=48
                    DATA=$(every_file) ;;
 esac
 if [[ "$1" == grow* ]] && [ ! -f $S/pack12g/pack-0.safetensors ]; then
   (cd $S/pack9 && sha256sum -c) < .gpu/p9.sha256
-  python3 train/grow.py $S/pack9 $S/chat6.u16 $S/pack12g.tmp --layout 12x20 2>&1 | grep -v "falling back"
+  # grow.py runs on the CPU; fla's kernels take CUDA tensors only, so it runs without them
+  PYTHONPATH=$S/site python3 train/grow.py $S/pack9 $S/chat6.u16 $S/pack12g.tmp --layout 12x20 2>&1 | grep -v "falling back"
   mv $S/pack12g.tmp $S/pack12g
 fi
 FROM=""   # a stage from a pack starts there; one without (deep) starts from a seeded random init
@@ -209,7 +217,7 @@ train_trunk() {
   if [ $KL = 1 ]; then teacher; TEACHER="--teacher $T"; fi
   python3 train/train.py trunk --data $DATA --work $W $FROM $LAYOUT $ALIGN \
       $TEACHER --seconds ${TRUNK_S:-450} --total-steps ${STEPS:-3000} --lr ${LR:-6e-4} --warmup ${WARMUP:-50} \
-      --batch ${BATCH:-64} --log-every 50 2>&1 | grep -v Converting
+      --batch ${BATCH:-$TB} --log-every 50 2>&1 | grep -v Converting
 }
 refit_mtp() {
   python3 train/train.py mtp --data $DATA --work $W $FROM $LAYOUT \

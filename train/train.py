@@ -163,6 +163,33 @@ def load_pack(d, prefix=""):
             (prefix or not k.startswith("mtp."))}
 
 
+# `<|im_start|>assistant\n` in SmolLM2's tokenizer (ids 1, 520, 9531, 198), which the chat
+# template writes before every answer in the data; an answer runs to its `<|im_end|>` (2).
+ANSWER_HEADER = (fm.BOS_ID, 520, 9531, 198)
+
+
+def answer_mask(x):
+    """(batch, seq) ids -> (batch, seq - 1) bool: label x[:, t + 1] is an answer token (its
+    `<|im_end|>` included, the model learns to stop), not the system line, the question, the
+    header or a token before the window's first `<|im_start|>` (its role is not known)."""
+    b, n = x.shape
+    idx = torch.arange(n, device=x.device).expand(b, n)
+    last = torch.where(x == fm.BOS_ID, idx, -1).cummax(dim=1).values   # the turn's <|im_start|>
+    k = len(ANSWER_HEADER)
+    hdr = torch.zeros_like(x, dtype=torch.bool)
+    hdr[:, :n - k + 1] = torch.stack([x[:, i:n - k + 1 + i] == t for i, t in enumerate(ANSWER_HEADER)]).all(0)
+    at = last.clamp(min=0)
+    ends = (x == fm.EOS_ID).cumsum(1)
+    ends_before = torch.cat([torch.zeros_like(ends[:, :1]), ends[:, :-1]], 1) - ends.gather(1, at)
+    m = (last >= 0) & hdr.gather(1, at) & (idx >= last + k) & (ends_before == 0)
+    return m[:, 1:]
+
+
+def masked_mean(v, m):
+    """Mean of v (batch, seq - 1) over the positions m marks."""
+    return (v * m).sum() / m.sum().clamp(min=1)
+
+
 def lr_at(step, total, peak, warm):
     if step < warm:
         return peak * (step + 1) / warm
@@ -205,6 +232,10 @@ def cmd_trunk(a):
         teacher = teacher.to(device=dev, dtype=torch.bfloat16).eval()
     log("teacher:", "on (KL)" if teacher is not None else "off (CE only)")
     data = Batches(a.data, a.seq, a.batch, a.seed + step, a.holdout, a.align)
+    if a.answer_only and not np.any(np.all(np.lib.stride_tricks.sliding_window_view(
+            data.train[:1 << 20], len(ANSWER_HEADER)) == ANSWER_HEADER, axis=1)):
+        sys.exit(f"--answer-only: no `<|im_start|>assistant\\n` {ANSWER_HEADER} in the first 1 M "
+                 f"tokens of {a.data}: not SmolLM2-tokenized chat data?")
     amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
     t0, last_ck = time.time(), time.time()
     model.train()
@@ -216,13 +247,21 @@ def cmd_trunk(a):
             out = model(input_ids=x, labels=x, output_router_logits=True, use_cache=False)
             loss = out.loss   # CE + router_aux_loss_coef * load balancing
             ce = loss - model.config.router_aux_loss_coef * out.aux_loss
+            if a.answer_only:
+                # CE and KL on the answers alone: the questions and the system line are what
+                # the user writes, not what the model must (docs/flash-mini.md, "Limits")
+                m = answer_mask(x)
+                ce = masked_mean(F.cross_entropy(out.logits[:, :-1].float().transpose(1, 2), x[:, 1:],
+                                                 reduction="none"), m)
+                loss = ce + model.config.router_aux_loss_coef * out.aux_loss
             kl = torch.zeros((), device=dev)
             if teacher is not None:
                 with torch.no_grad():
                     tl = teacher(input_ids=x).logits.float()
                 sl = out.logits.float()
                 kl = F.kl_div(F.log_softmax(sl, -1), F.log_softmax(tl, -1), log_target=True,
-                              reduction="none").sum(-1).mean()
+                              reduction="none").sum(-1)
+                kl = masked_mean(kl[:, :-1], m) if a.answer_only else kl.mean()
                 loss = a.kl_w * kl + (1 - a.kl_w) * loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -232,9 +271,14 @@ def cmd_trunk(a):
         if step % a.log_every == 0:
             with torch.no_grad(), amp:
                 hx = data.get(dev, hold=True)
-                hce = model(input_ids=hx, labels=hx, use_cache=False).loss.item()
+                ho = model(input_ids=hx, labels=hx, use_cache=False)
+                hce = ho.loss.item()
+                # the answers' share of it, the part --answer-only trains
+                hans = masked_mean(F.cross_entropy(ho.logits[:, :-1].float().transpose(1, 2), hx[:, 1:],
+                                                   reduction="none"), answer_mask(hx)).item()
             hist.append({"step": step, "t": time.time() - t0, "ce": ce.item(), "kl": kl.item(),
-                         "aux": out.aux_loss.item(), "held_ce": hce, "tokens": step * a.batch * a.seq})
+                         "aux": out.aux_loss.item(), "held_ce": hce, "held_answer_ce": hans,
+                         "tokens": step * a.batch * a.seq})
             log(json.dumps(hist[-1]))
         if time.time() - last_ck > a.ckpt_every:
             save_ckpt(ck, {"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "hist": hist})
@@ -373,6 +417,8 @@ def main():
     p.add_argument("--kl-w", type=float, default=0.7)
     p.add_argument("--holdout", type=float, default=0.01)
     p.add_argument("--align", action="store_true", help="windows start at conversation starts")
+    p.add_argument("--answer-only", action="store_true",
+                   help="trunk: CE and KL on answer tokens only (train.answer_mask)")
     p.add_argument("--log-every", type=int, default=25)
     p.add_argument("--ckpt-every", type=float, default=120)
     p.add_argument("--depth", type=int, default=3)
