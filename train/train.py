@@ -244,24 +244,32 @@ def cmd_trunk(a):
             g["lr"] = lr_at(step, a.total_steps, a.lr, a.warmup)
         x = data.get(dev)
         with amp:
-            out = model(input_ids=x, labels=x, output_router_logits=True, use_cache=False)
-            loss = out.loss   # CE + router_aux_loss_coef * load balancing
-            ce = loss - model.config.router_aux_loss_coef * out.aux_loss
             if a.answer_only:
                 # CE and KL on the answers alone: the questions and the system line are what
-                # the user writes, not what the model must (docs/flash-mini.md, "Limits")
-                m = answer_mask(x)
-                ce = masked_mean(F.cross_entropy(out.logits[:, :-1].float().transpose(1, 2), x[:, 1:],
-                                                 reduction="none"), m)
+                # the user writes, not what the model must (docs/flash-mini.md, "Limits").
+                # One float log-softmax serves both, so this costs no more memory than the
+                # default path (the model's own loss upcasts the logits too).
+                out = model(input_ids=x, output_router_logits=True, use_cache=False)
+                m = answer_mask(x)   # (batch, seq - 1)
+                ls = F.log_softmax(out.logits.float(), -1)   # (batch, seq, vocab)
+                ce = masked_mean(-ls[:, :-1].gather(-1, x[:, 1:, None])[..., 0], m)
                 loss = ce + model.config.router_aux_loss_coef * out.aux_loss
+            else:
+                out = model(input_ids=x, labels=x, output_router_logits=True, use_cache=False)
+                loss = out.loss   # CE + router_aux_loss_coef * load balancing
+                ce = loss - model.config.router_aux_loss_coef * out.aux_loss
             kl = torch.zeros((), device=dev)
             if teacher is not None:
                 with torch.no_grad():
                     tl = teacher(input_ids=x).logits.float()
-                sl = out.logits.float()
-                kl = F.kl_div(F.log_softmax(sl, -1), F.log_softmax(tl, -1), log_target=True,
-                              reduction="none").sum(-1)
-                kl = masked_mean(kl[:, :-1], m) if a.answer_only else kl.mean()
+                if a.answer_only:
+                    kl = F.kl_div(ls[:, :-1], F.log_softmax(tl[:, :-1], -1), log_target=True,
+                                  reduction="none").sum(-1)
+                    kl = masked_mean(kl, m)
+                else:
+                    sl = out.logits.float()
+                    kl = F.kl_div(F.log_softmax(sl, -1), F.log_softmax(tl, -1), log_target=True,
+                                  reduction="none").sum(-1).mean()
                 loss = a.kl_w * kl + (1 - a.kl_w) * loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
