@@ -131,23 +131,6 @@ if [[ "$1" == gen[2-9] ]]; then
   if [ -f $S/chat$n.u16.questions.txt ]; then cp $S/chat$n.u16.questions.txt $OUT/; fi
 fi
 
-# flabench: one trunk step with transformers' PyTorch Gated DeltaNet and one with fla's kernels,
-# on the same weights ($FLA_PACK, default stage 9's pack, else a seeded random init) and batch
-# ($FLA_DATA, else seeded random tokens; $FLA_BATCH windows); fla is used from then on ($S/fla_ok) if step_speed.py
-# --compare finds the same loss and a faster step. Both JSON lines are printed for the record.
-if [ "$1" = flabench ] || [ -n "${FLABENCH:-}" ]; then
-  pk=${FLA_PACK:-$S/pack9}; dt=${FLA_DATA:-$S/chat6.u16}; args="--batch ${FLA_BATCH:-${BATCH:-64}} --steps ${FLA_STEPS:-10}"
-  if [ -f $pk/pack-0.safetensors ]; then args="$args --pack $pk"; fi   # else a seeded random init
-  if [ -f $dt ]; then args="$args --data $dt"; fi                       # else seeded random tokens
-  PYTHONPATH=$S/site python3 train/step_speed.py $args 2>&1 | grep '^{' > $S/speed_torch.json
-  PYTHONPATH=$S/site:$S/fla python3 train/step_speed.py $args > $S/speed_fla.log 2>&1 || true
-  grep '^{' $S/speed_fla.log > $S/speed_fla.json || tail -3 $S/speed_fla.log   # why fla gave no result
-  cat $S/speed_torch.json $S/speed_fla.json
-  python3 train/step_speed.py --compare $S/speed_torch.json $S/speed_fla.json --ok $S/fla_ok
-  cp $S/speed_torch.json $S/speed_fla.json $OUT/ 2>/dev/null || true
-  if [ -f $S/fla_ok ]; then export PYTHONPATH=$S/site:$S/fla; fi   # the rest of this call too
-fi
-
 # The trunk runs after stage 5, on chat.u16 + chat2.u16, from stage 8 on chat3/chat4.u16 too (each
 # file's last 1% held out, so held_chat.txt stays unseen). A `...t` stage trains the trunk for
 # TRUNK_S seconds and resumes where the last call stopped (one call cannot hold the whole run);
@@ -208,6 +191,24 @@ if [[ "$1" == grow* ]] && [ ! -f $S/pack12g/pack-0.safetensors ]; then
   PYTHONPATH=$S/site python3 train/grow.py $S/pack9 $S/chat6.u16 $S/pack12g.tmp --layout 12x20 2>&1 | grep -v "falling back"
   mv $S/pack12g.tmp $S/pack12g
 fi
+# flabench: one trunk step with transformers' PyTorch Gated DeltaNet and one with fla's kernels,
+# on the same weights ($FLA_PACK, default the stage's own pack, else stage 9's, else a seeded
+# random init) and batch ($FLA_DATA, else seeded random tokens; the stage's batch size); fla is
+# used from then on ($S/fla_ok) if step_speed.py --compare finds the same loss and a faster
+# step. Both JSON lines are printed for the record.
+if [ "$1" = flabench ] || [ -n "${FLABENCH:-}" ]; then
+  pk=${FLA_PACK:-${INIT:-$S/pack9}}; dt=${FLA_DATA:-$S/chat6.u16}; args="--batch ${BATCH:-$TB} --steps ${FLA_STEPS:-10}"
+  if [ -f $pk/pack-0.safetensors ]; then args="$args --pack $pk"; fi   # else a seeded random init
+  if [ -f $dt ]; then args="$args --data $dt"; fi                       # else seeded random tokens
+  PYTHONPATH=$S/site python3 train/step_speed.py $args 2>&1 | grep '^{' > $S/speed_torch.json
+  PYTHONPATH=$S/site:$S/fla python3 train/step_speed.py $args > $S/speed_fla.log 2>&1 || true
+  grep '^{' $S/speed_fla.log > $S/speed_fla.json || tail -3 $S/speed_fla.log   # why fla gave no result
+  cat $S/speed_torch.json $S/speed_fla.json
+  python3 train/step_speed.py --compare $S/speed_torch.json $S/speed_fla.json --ok $S/fla_ok
+  cp $S/speed_torch.json $S/speed_fla.json $OUT/ 2>/dev/null || true
+  if [ -f $S/fla_ok ]; then export PYTHONPATH=$S/site:$S/fla; fi   # the rest of this call too
+fi
+
 FROM=""   # a stage from a pack starts there; one without (deep) starts from a seeded random init
 if [ -n "$INIT" ]; then FROM="--init-pack $INIT"; fi
 train_trunk() {

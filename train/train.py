@@ -190,6 +190,11 @@ def masked_mean(v, m):
     return (v * m).sum() / m.sum().clamp(min=1)
 
 
+def token_nll(ls, x):
+    """(batch, seq, vocab) log-probs, (batch, seq) ids -> (batch, seq - 1) NLL of each next token."""
+    return -ls[:, :-1].gather(-1, x[:, 1:, None])[..., 0]
+
+
 def lr_at(step, total, peak, warm):
     if step < warm:
         return peak * (step + 1) / warm
@@ -232,8 +237,7 @@ def cmd_trunk(a):
         teacher = teacher.to(device=dev, dtype=torch.bfloat16).eval()
     log("teacher:", "on (KL)" if teacher is not None else "off (CE only)")
     data = Batches(a.data, a.seq, a.batch, a.seed + step, a.holdout, a.align)
-    if a.answer_only and not np.any(np.all(np.lib.stride_tricks.sliding_window_view(
-            data.train[:1 << 20], len(ANSWER_HEADER)) == ANSWER_HEADER, axis=1)):
+    if a.answer_only and not answer_mask(torch.from_numpy(data.train[None, :1 << 20].astype(np.int64))).any():
         sys.exit(f"--answer-only: no `<|im_start|>assistant\\n` {ANSWER_HEADER} in the first 1 M "
                  f"tokens of {a.data}: not SmolLM2-tokenized chat data?")
     amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
@@ -252,7 +256,7 @@ def cmd_trunk(a):
                 out = model(input_ids=x, output_router_logits=True, use_cache=False)
                 m = answer_mask(x)   # (batch, seq - 1)
                 ls = F.log_softmax(out.logits.float(), -1)   # (batch, seq, vocab)
-                ce = masked_mean(-ls[:, :-1].gather(-1, x[:, 1:, None])[..., 0], m)
+                ce = masked_mean(token_nll(ls, x), m)
                 loss = ce + model.config.router_aux_loss_coef * out.aux_loss
             else:
                 out = model(input_ids=x, labels=x, output_router_logits=True, use_cache=False)
@@ -279,11 +283,9 @@ def cmd_trunk(a):
         if step % a.log_every == 0:
             with torch.no_grad(), amp:
                 hx = data.get(dev, hold=True)
-                ho = model(input_ids=hx, labels=hx, use_cache=False)
-                hce = ho.loss.item()
-                # the answers' share of it, the part --answer-only trains
-                hans = masked_mean(F.cross_entropy(ho.logits[:, :-1].float().transpose(1, 2), hx[:, 1:],
-                                                   reduction="none"), answer_mask(hx)).item()
+                nll = token_nll(F.log_softmax(model(input_ids=hx, use_cache=False).logits.float(), -1), hx)
+                hce = nll.mean().item()
+                hans = masked_mean(nll, answer_mask(hx)).item()   # the part --answer-only trains
             hist.append({"step": step, "t": time.time() - t0, "ce": ce.item(), "kl": kl.item(),
                          "aux": out.aux_loss.item(), "held_ce": hce, "held_answer_ce": hans,
                          "tokens": step * a.batch * a.seq})
