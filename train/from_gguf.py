@@ -38,7 +38,9 @@ def layout_of_gguf(reader) -> str:
     def num(key):
         return int(f[f"{arch}.{key}"].parts[-1][0])
     n_layer = num("block_count") - (num("nextn_predict_layers") if f"{arch}.nextn_predict_layers" in f else 0)
-    return f"{n_layer}x{num('expert_count')}"
+    width, heads = num("embedding_length"), num("ssm.time_step_rank")   # DeltaNet value heads
+    return (f"{n_layer}x{num('expert_count')}" + (f"h{heads}" if heads != width // 64 else "")
+            + (f"w{width}" if width != fm.WIDTH else ""))
 
 
 def shapes(layout):

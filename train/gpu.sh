@@ -86,11 +86,13 @@ into pack8 .gpu/s8a .gpu/s8b
 into pack7r .gpu/r0 .gpu/r1
 into pack9 .gpu/s9a .gpu/s9b
 into packg .gpu/sga .gpu/sgb   # stage 9 grown to 12x20 and trained (gpu.sh grow, 2026-12-06)
+into packw .gpu/swa .gpu/swb   # stage 9 widened to 8x32h8 (train/widen.py here, 2026-12-06)
+into packw2 .gpu/sxa .gpu/sxb  # that, trained 915 steps (gpu.sh wide, 2026-12-06; stage 9's MTP block)
 into teacher .gpu/t0 .gpu/t1 .gpu/t2 .gpu/t3 .gpu/t4
 for f in chat chat2 chat3 chat4 chat5 chat6 chat7 chat8 chat9; do
   if [ -f .gpu/data/$f.u16.xz ] && [ ! -f $S/$f.u16 ]; then xz -dc .gpu/data/$f.u16.xz > $S/$f.u16; fi
 done
-if [ "$1" = stash ]; then ls -la $S/pack5 $S/pack6 $S/pack7 $S/pack8 $S/pack7r $S/pack9 $S/packg $S/teacher $S/*.u16 2>/dev/null || true; fi
+if [ "$1" = stash ]; then ls -la $S/pack5 $S/pack6 $S/pack7 $S/pack8 $S/pack7r $S/pack9 $S/packg $S/packw $S/packw2 $S/teacher $S/*.u16 2>/dev/null || true; fi
 teacher() {
   if [ ! -f $T ]; then
     cat $S/teacher/teacher.p* > $T.part     # p0 .. p4 (2026-12-03) or p0 .. p2; in name order
@@ -162,6 +164,14 @@ fi
 #   answer: the grown, trained pack (.gpu/sga .gpu/sgb, .gpu/pg.sha256) trained on as grow was,
 #           with CE and KL on the answers' tokens alone (train.py --answer-only): the system line
 #           and the questions (18-22% of the tokens) no longer take the trunk's capacity.
+#   wide:   stage 9's weights with twice the heads (train/widen.py PACK9 chat6.u16 PACKW --layout
+#           8x32h8, run here: 8 attention and DeltaNet value heads, 512 shared expert units, the
+#           new ones silent at the start; .gpu/swa .gpu/swb, .gpu/pw.sha256), trained as grow was.
+#   onpol:  the 8x32h8 pack trained by `wide` (.gpu/sxa .gpu/sxb, .gpu/pw2.sha256) trained on with
+#           --answer-only, and every ON_POLICY-th step (default 4) on the model's own answers to
+#           the windows' first questions (OP_NEW tokens at most, default 192), the teacher's KL
+#           alone there (train.py --on-policy): the drift of its own answers is what chat shows,
+#           and teacher-forced data never shows the model its own mistakes.
 #   deep:   the 12-layer, 20-expert trunk (train.py --layout 12x20) from a seeded random init, on
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the
@@ -182,6 +192,11 @@ case "$1" in
                    DATA=$(every_file) ;;
   answer|answert|answerm) INIT=$S/packg; W=$S/wans; SUMS=.gpu/pg.sha256; ALIGN="--align --answer-only"; KL=1
                    LAYOUT="--layout 12x20"; TB=48; DATA=$(every_file) ;;
+  wide|widet|widem) INIT=$S/packw; W=$S/ww; SUMS=.gpu/pw.sha256; ALIGN="--align"; KL=1
+                   LAYOUT="--layout 8x32h8"; TB=48; DATA=$(every_file) ;;
+  onpol|onpolt|onpolm) INIT=$S/packw2; W=$S/wo; SUMS=.gpu/pw2.sha256; KL=1
+                   ALIGN="--align --answer-only --on-policy ${ON_POLICY:-4} --op-new ${OP_NEW:-192} --op-batches ${OP_BATCHES:-4}"
+                   LAYOUT="--layout 8x32h8"; TB=48; DATA=$(every_file) ;;
   deep|deept|deepm) W=$S/wd; SUMS=""; ALIGN="--align"; KL=1; LAYOUT="--layout 12x20"; TB=48
                    DATA=$(every_file) ;;
 esac

@@ -91,36 +91,50 @@ def placement(old_groups, new_groups):
     return order
 
 
-def main():
+def cli(layout):
+    """The command line grow.py and widen.py share: (args, trunk weights, `mtp.*` weights unprefixed)."""
     p = argparse.ArgumentParser()
     p.add_argument("pack")
     p.add_argument("data")
     p.add_argument("out")
-    p.add_argument("--layout", default="12x20")
+    p.add_argument("--layout", default=layout)
     p.add_argument("--windows", type=int, default=16, help="held windows of 512 tokens for usage and CE")
+    p.add_argument("--seed", type=int, default=0, help="widen.py: the fresh init's seed")
     a = p.parse_args()
     sd = unpack(a.pack)
     trunk = {k: v for k, v in sd.items() if not k.startswith("mtp.")}
-    mtp_sd = {k[4:]: v for k, v in sd.items() if k.startswith("mtp.")}
-    old_l, old_e = fm.parse_layout(fm.layout_of(trunk))
-    new_l, new_e = fm.parse_layout(a.layout)
-    if new_l < old_l or new_e > old_e:
-        raise SystemExit(f"grow: {a.layout} from {old_l}x{old_e}: layers can only grow, experts only shrink")
-    ids = held_windows(a.data, a.windows)
+    return a, trunk, {k[4:]: v for k, v in sd.items() if k.startswith("mtp.")}
 
-    old = build(trunk)
-    gates = {i: layer.mlp.gate for i, layer in enumerate(old.model.layers)}
-    mass = routed_mass(gates, lambda: old(input_ids=ids, use_cache=False))
-    ce_old, logits_old = held_ce(old, ids)
+
+def experts_kept(old, mtp_sd, ids, n_keep):
+    """Per router (trunk layer i, and "mtp": the block's one layer, measured while it drafts depth
+    1), the n_keep experts that carry the most routed weight over ids, in id order; printed."""
+    mass = routed_mass({i: layer.mlp.gate for i, layer in enumerate(old.model.layers)},
+                       lambda: old(input_ids=ids, use_cache=False))
     if mtp_sd:
         mtp = fm.MTPBlock(old.config)
         mtp.load_state_dict(mtp_sd)
         mtp.eval()
         mass["mtp"] = routed_mass({"mtp": mtp.layers[0].mlp.gate},
                                   lambda: fm.mtp_loss(old, mtp, ids, depth=1))["mtp"]
-    keep = {k: torch.sort(torch.topk(m, new_e).indices).values for k, m in mass.items()}
+    keep = {k: torch.sort(torch.topk(m, n_keep).indices).values for k, m in mass.items()}
     for k, m in mass.items():
-        print(f"layer {k}: keeps {new_e} of {old_e} experts, {m[keep[k]].sum() / m.sum():.1%} of the routed weight")
+        print(f"layer {k}: keeps {n_keep} of {len(m)} experts, {m[keep[k]].sum() / m.sum():.1%} of the routed weight")
+    return keep
+
+
+def main():
+    a, trunk, mtp_sd = cli("12x20")
+    old_l, old_e, old_w, old_h = fm.parse_layout(fm.layout_of(trunk))
+    new_l, new_e, new_w, new_h = fm.parse_layout(a.layout)
+    if new_l < old_l or new_e > old_e or (new_w, new_h) != (old_w, old_h):
+        raise SystemExit(f"grow: {a.layout} from {fm.layout_of(trunk)}: layers can only grow, experts only "
+                         "shrink, the width and heads stay (train/widen.py widens)")
+    ids = held_windows(a.data, a.windows)
+
+    old = build(trunk)
+    keep = experts_kept(old, mtp_sd, ids, new_e)
+    ce_old, logits_old = held_ce(old, ids)
 
     def layer_weights(src, prefix_from, prefix_to, kept, zero):
         out = {}

@@ -29,23 +29,39 @@ EOS_ID = 2
 N_CTX = 4096
 
 
-def parse_layout(layout: str) -> tuple[int, int]:
-    """`LxE` (`12x20`): L trunk layers (a multiple of 4, for the 3:1 pattern) of E experts each."""
+WIDTH = 256   # the residual width of every layout without a `wN` suffix
+
+
+def parse_layout(layout: str) -> tuple[int, int, int, int]:
+    """`LxE[hH][wN]` (`12x20`, `8x32h8`): L trunk layers (a multiple of 4, for the 3:1 pattern) of
+    E experts each; H attention heads and DeltaNet value heads per layer (half as many kv / key
+    heads; the shared expert 64 H units; default N / 64); residual width N (default 256, a
+    multiple of 256: llama.cpp's k-quants need rows of 256, and a narrower row falls back to
+    Q5_0 / Q8_0, which made an 8x16w384 file 50 MB)."""
+    spec = layout.lower()
     try:
-        n_layer, n_expert = (int(v) for v in layout.lower().split("x"))
+        spec, width = spec.split("w") if "w" in spec else (spec, str(WIDTH))
+        spec, heads = spec.split("h") if "h" in spec else (spec, str(int(width) // 64))
+        n_layer, n_expert = (int(v) for v in spec.split("x"))
+        width, heads = int(width), int(heads)
     except ValueError:
-        raise ValueError(f"--layout {layout!r}: expected LAYERSxEXPERTS, e.g. 12x20") from None
+        raise ValueError(f"--layout {layout!r}: expected LAYERSxEXPERTS[hHEADS][wWIDTH], e.g. 12x20 "
+                         "or 8x32h8") from None
     if n_layer < 4 or n_layer % 4 or n_expert < 4:
         raise ValueError(f"--layout {layout!r}: layers must be a multiple of 4 (3 DeltaNet : 1 "
                          f"attention), experts at least 4 (top 4)")
-    return n_layer, n_expert
+    if width < WIDTH or width % 256 or heads < 2 or heads % 2:
+        raise ValueError(f"--layout {layout!r}: width must be a multiple of 256, heads even")
+    return n_layer, n_expert, width, heads
 
 
 def layout_of(state_dict) -> str:
-    """The `LxE` layout of trunk weights (a pack, a checkpoint): layers counted, experts read."""
+    """The layout of trunk weights (a pack, a checkpoint): layers counted, the rest read."""
     layers = {int(k.split(".")[2]) for k in state_dict if k.startswith("model.layers.")}
-    n_expert = state_dict["model.layers.0.mlp.gate.weight"].shape[0]   # (n_expert, n_embd)
-    return f"{max(layers) + 1}x{n_expert}"
+    n_expert, width = state_dict["model.layers.0.mlp.gate.weight"].shape   # (n_expert, n_embd)
+    heads = state_dict["model.layers.0.linear_attn.in_proj_z.weight"].shape[0] // 64   # (nv * 64, n_embd)
+    return (f"{max(layers) + 1}x{n_expert}" + (f"h{heads}" if heads != width // 64 else "")
+            + (f"w{width}" if width != WIDTH else ""))
 
 
 def flash_mini_config(tiny: bool = False, gate: str = "sigmoid", layout: str = "") -> Qwen4ExpTextConfig:
@@ -59,29 +75,32 @@ def flash_mini_config(tiny: bool = False, gate: str = "sigmoid", layout: str = "
     model); transformers defaults to hidden_act (silu), which llama.cpp cannot run. The first
     GPU run trained with silu by mistake; stage4 in gpu.sh distils it into sigmoid.
     `layout` (`LxE`) changes the depth and the expert count at the same width: the deeper
-    variant the model card weighs (12x20: three attention layers, about the same size).
+    variant the model card weighs (12x20: three attention layers, about the same size). `hH`
+    sets the heads (8x32h8: twice the attention and DeltaNet heads and shared expert units) and
+    `wN` the residual width (train/widen.py); the base layout is 4 heads at width 256.
     """
     n_layer = 4 if tiny else 8
     n_expert = 8 if tiny else 32
+    width, heads = WIDTH, WIDTH // 64
     if layout:
-        n_layer, n_expert = parse_layout(layout)
+        n_layer, n_expert, width, heads = parse_layout(layout)
     return Qwen4ExpTextConfig(
         vocab_size=VOCAB,
-        hidden_size=64 if tiny else 256,
+        hidden_size=64 if tiny else width,
         num_hidden_layers=n_layer,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=4 if tiny else heads,
+        num_key_value_heads=2 if tiny else heads // 2,
         head_dim=64,
         linear_conv_kernel_dim=4,
         # llama.cpp's loader takes one head size (ssm.state_size) for both k and v heads
         linear_key_head_dim=64,
         linear_value_head_dim=64,
-        linear_num_key_heads=2,
-        linear_num_value_heads=4,
+        linear_num_key_heads=2 if tiny else heads // 2,
+        linear_num_value_heads=4 if tiny else heads,
         num_experts=n_expert,
         num_experts_per_tok=2 if tiny else 4,
         moe_intermediate_size=32 if tiny else 96,
-        shared_expert_intermediate_size=64 if tiny else 256,
+        shared_expert_intermediate_size=64 if tiny else 64 * heads,
         norm_topk_prob=True,
         output_gate_type=gate,
         hc_count=4,

@@ -4,7 +4,7 @@
 
 Left: the trunk over all the tokens it has seen, stage by stage (each stage's history counts
 its tokens from zero, so they are laid end to end; stages 8 and 9 both start from stage 7,
-stage 10 and the grown 12-layer trunk from stage 9; stage 7's windows start at conversation starts, its held-out CE too, so
+stage 10, the grown 12-layer trunk and the 8x32h8 one from stage 9, answer-only from the grown one; stage 7's windows start at conversation starts, its held-out CE too, so
 it reads lower than stage 6's on the same weights). Middle: the MTP block's CE per depth (stages 3-4, trained on
 the teacher's text). Right: stages 5-10 and the grown trunk's, trained on the trunk's own distribution: held-out
 top-1 agreement with the trunk and the mean run of agreeing chained drafts (train.py's
@@ -32,7 +32,9 @@ def main():
                         ("trunk_stage8.json", "stage 8 (not shipped)"),
                         ("trunk_stage9.json", "stage 9 (shipped)"),
                         ("trunk_stage10.json", "stage 10 (not shipped)"),
-                        ("trunk_grow.json", "grown 12x20 (not shipped)")]:
+                        ("trunk_grow.json", "grown 12x20 (not shipped)"),
+                        ("trunk_answer.json", "grown, answer-only (not shipped)"),
+                        ("trunk_wide.json", "8x32h8 (not shipped)")]:
         h = load(d, name)
         if not h:
             continue
@@ -46,7 +48,7 @@ def main():
     a.plot([], [], color="C0", label="train CE")
     a.plot([], [], color="C1", label="held-out CE (last 1% of each data file)")
     a.plot([], [], color="C2", label="KL(teacher || student)")
-    a.set(xlabel="tokens seen (M)", ylabel="nats/token", ylim=(0, 6), title="trunk (batch 64 x 512; grown 12x20: 48)")
+    a.set(xlabel="tokens seen (M)", ylabel="nats/token", ylim=(0, 6), title="trunk (batch 64 x 512; from grown 12x20 on: 48)")
     a.legend(fontsize=7, loc="upper right")
 
     s0 = 0
@@ -62,7 +64,7 @@ def main():
 
     for name, col in [("mtp_stage5.json", "C3"), ("mtp_stage6.json", "C4"), ("mtp_stage7.json", "C5"),
                       ("mtp_stage8.json", "C6"), ("mtp_stage9.json", "C7"), ("mtp_stage10.json", "C8"),
-                      ("mtp_grow.json", "C9")]:
+                      ("mtp_grow.json", "C9"), ("mtp_answer.json", "C0")]:
         h = load(d, name)
         st = name[4:-5].replace("_", " ")
         c.plot([r["step"] for r in h], [r["held_accepted"] for r in h], color=col, label=f"{st}: agreeing run")

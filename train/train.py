@@ -195,6 +195,43 @@ def token_nll(ls, x):
     return -ls[:, :-1].gather(-1, x[:, 1:, None])[..., 0]
 
 
+@torch.no_grad()
+def own_answers(model, x, max_new, temp, gen):
+    """On-policy windows: each window's first question answered by the model itself.
+
+    x (batch, seq) aligned windows -> (ids (b', n), mask (b', n - 1)): the window up to its first
+    answer, then the model's own sample (temperature `temp`, up to `max_new` tokens, stopping after
+    `<|im_end|>`); mask marks the positions whose next token is the model's. Rows without an answer
+    header, or with too little room after it, are left out. No KV cache: every step runs the
+    whole prefix (left-padded batches through the DeltaNet cache are a risk this avoids), and a
+    row's later positions never reach its earlier ones, so rows of different lengths share the
+    buffer as they are.
+    """
+    m = answer_mask(x)                                   # (batch, seq - 1)
+    start = m.float().argmax(-1) + 1                     # first answer token's position
+    keep = m.any(-1) & (start + max_new <= x.shape[1])
+    buf, start = x[keep].clone(), start[keep]            # (b', seq), (b',)
+    rows = torch.arange(len(buf), device=x.device)
+    cur, done = start.clone(), torch.zeros(len(buf), dtype=torch.bool, device=x.device)
+    was = model.training
+    model.eval()
+    for _ in range(max_new if len(buf) else 0):
+        n, keep_n = int(cur.max()), int(cur.max() - cur.min()) + 1   # the logits any row reads
+        logits = model(input_ids=buf[:, :n], use_cache=False, logits_to_keep=keep_n).logits   # (b', keep_n, vocab)
+        probs = F.softmax(logits[rows, cur - 1 - (n - keep_n)].float() / temp, -1)        # (b', vocab)
+        tok = torch.multinomial(probs, 1, generator=gen)[:, 0]
+        live = ~done
+        buf[rows[live], cur[live]] = tok[live]
+        cur = cur + live.long()
+        done |= live & (tok == fm.EOS_ID)
+        if done.all():
+            break
+    model.train(was)
+    n = int(cur.max()) if len(buf) else 0
+    pos = torch.arange(max(n - 1, 0), device=x.device)[None]
+    return buf[:, :n], (pos >= start[:, None] - 1) & (pos < cur[:, None] - 1)
+
+
 def lr_at(step, total, peak, warm):
     if step < warm:
         return peak * (step + 1) / warm
@@ -240,6 +277,11 @@ def cmd_trunk(a):
     if a.answer_only and not answer_mask(torch.from_numpy(data.train[None, :1 << 20].astype(np.int64))).any():
         sys.exit(f"--answer-only: no `<|im_start|>assistant\\n` {ANSWER_HEADER} in the first 1 M "
                  f"tokens of {a.data}: not SmolLM2-tokenized chat data?")
+    if a.on_policy and teacher is None:
+        sys.exit("--on-policy: the teacher's KL is the only loss on the model's own answers; pass --teacher")
+    gen = torch.Generator(device=dev).manual_seed(a.seed + 7919 + step)   # the on-policy samples'
+    op, queue = {}, []   # the last on-policy step's figures (logged with the next history line); own answers not yet trained on
+    ce = kl = torch.zeros(())   # the last off-policy step's, likewise
     amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
     t0, last_ck = time.time(), time.time()
     model.train()
@@ -247,34 +289,60 @@ def cmd_trunk(a):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, a.total_steps, a.lr, a.warmup)
         x = data.get(dev)
-        with amp:
-            if a.answer_only:
-                # CE and KL on the answers alone: the questions and the system line are what
-                # the user writes, not what the model must (docs/flash-mini.md, "Limits").
-                # One float log-softmax serves both, so this costs no more memory than the
-                # default path (the model's own loss upcasts the logits too).
-                out = model(input_ids=x, output_router_logits=True, use_cache=False)
-                m = answer_mask(x)   # (batch, seq - 1)
-                ls = F.log_softmax(out.logits.float(), -1)   # (batch, seq, vocab)
-                ce = masked_mean(token_nll(ls, x), m)
-                loss = ce + model.config.router_aux_loss_coef * out.aux_loss
-            else:
-                out = model(input_ids=x, labels=x, output_router_logits=True, use_cache=False)
-                loss = out.loss   # CE + router_aux_loss_coef * load balancing
-                ce = loss - model.config.router_aux_loss_coef * out.aux_loss
-            kl = torch.zeros((), device=dev)
-            if teacher is not None:
+        xs, gm = None, None
+        if a.on_policy and step % a.on_policy == a.on_policy - 1:
+            if not queue:
+                # one sampling run answers op_batches batches at once: each sampled token costs a
+                # forward pass whose time is mostly fixed overhead at this size, so a bigger batch
+                # is nearly free; the next on-policy steps take its chunks in turn
+                xb = torch.cat([x] + [data.get(dev) for _ in range(a.op_batches - 1)])
+                with amp:
+                    xb, mb = own_answers(model, xb, a.op_new, a.op_temp, gen)
+                queue = [(xb[i:i + a.batch], mb[i:i + a.batch]) for i in range(0, len(xb), a.batch)]
+            if queue:
+                xs, gm = queue.pop(0)
+        if gm is not None and gm.any():
+            # the model's own answers (their drift is what the chat shows), scored token by
+            # token by the teacher, which reads the same question: KL alone, no CE on samples
+            with amp:
+                out = model(input_ids=xs, output_router_logits=True, use_cache=False)
+                ls = F.log_softmax(out.logits.float(), -1)
                 with torch.no_grad():
-                    tl = teacher(input_ids=x).logits.float()
+                    tl = teacher(input_ids=xs).logits.float()
+                kl_op = masked_mean(F.kl_div(ls[:, :-1], F.log_softmax(tl[:, :-1], -1), log_target=True,
+                                             reduction="none").sum(-1), gm)
+                loss = kl_op + model.config.router_aux_loss_coef * out.aux_loss
+            op = {"kl_op": kl_op.item(), "op_len": gm.sum().item() / len(xs),
+                  "op_nll": masked_mean(token_nll(ls, xs), gm).item()}
+        else:
+            with amp:
                 if a.answer_only:
-                    kl = F.kl_div(ls[:, :-1], F.log_softmax(tl[:, :-1], -1), log_target=True,
-                                  reduction="none").sum(-1)
-                    kl = masked_mean(kl, m)
+                    # CE and KL on the answers alone: the questions and the system line are what
+                    # the user writes, not what the model must (docs/flash-mini.md, "Limits").
+                    # One float log-softmax serves both, so this costs no more memory than the
+                    # default path (the model's own loss upcasts the logits too).
+                    out = model(input_ids=x, output_router_logits=True, use_cache=False)
+                    m = answer_mask(x)   # (batch, seq - 1)
+                    ls = F.log_softmax(out.logits.float(), -1)   # (batch, seq, vocab)
+                    ce = masked_mean(token_nll(ls, x), m)
+                    loss = ce + model.config.router_aux_loss_coef * out.aux_loss
                 else:
-                    sl = out.logits.float()
-                    kl = F.kl_div(F.log_softmax(sl, -1), F.log_softmax(tl, -1), log_target=True,
-                                  reduction="none").sum(-1).mean()
-                loss = a.kl_w * kl + (1 - a.kl_w) * loss
+                    out = model(input_ids=x, labels=x, output_router_logits=True, use_cache=False)
+                    loss = out.loss   # CE + router_aux_loss_coef * load balancing
+                    ce = loss - model.config.router_aux_loss_coef * out.aux_loss
+                kl = torch.zeros((), device=dev)
+                if teacher is not None:
+                    with torch.no_grad():
+                        tl = teacher(input_ids=x).logits.float()
+                    if a.answer_only:
+                        kl = F.kl_div(ls[:, :-1], F.log_softmax(tl[:, :-1], -1), log_target=True,
+                                      reduction="none").sum(-1)
+                        kl = masked_mean(kl, m)
+                    else:
+                        sl = out.logits.float()
+                        kl = F.kl_div(F.log_softmax(sl, -1), F.log_softmax(tl, -1), log_target=True,
+                                      reduction="none").sum(-1).mean()
+                    loss = a.kl_w * kl + (1 - a.kl_w) * loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -288,7 +356,7 @@ def cmd_trunk(a):
                 hans = masked_mean(nll, answer_mask(hx)).item()   # the part --answer-only trains
             hist.append({"step": step, "t": time.time() - t0, "ce": ce.item(), "kl": kl.item(),
                          "aux": out.aux_loss.item(), "held_ce": hce, "held_answer_ce": hans,
-                         "tokens": step * a.batch * a.seq})
+                         "tokens": step * a.batch * a.seq, **op})
             log(json.dumps(hist[-1]))
         if time.time() - last_ck > a.ckpt_every:
             save_ckpt(ck, {"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "hist": hist})
@@ -402,7 +470,7 @@ def main():
     p.add_argument("cmd", choices=["gen", "trunk", "mtp", "pack"])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--tiny", action="store_true", help="CPU smoke-test geometry")
-    p.add_argument("--layout", default="", help="LAYERSxEXPERTS (model.parse_layout); export.py reads it off the pack")
+    p.add_argument("--layout", default="", help="LAYERSxEXPERTS[hHEADS][wWIDTH] (model.parse_layout); export.py reads it off the pack")
     p.add_argument("--teacher", default="")
     p.add_argument("--tok", default="")
     p.add_argument("--data", default="")
@@ -429,6 +497,12 @@ def main():
     p.add_argument("--align", action="store_true", help="windows start at conversation starts")
     p.add_argument("--answer-only", action="store_true",
                    help="trunk: CE and KL on answer tokens only (train.answer_mask)")
+    p.add_argument("--on-policy", type=int, default=0,
+                   help="trunk: every Nth step on the model's own answers, with the teacher's KL alone (own_answers)")
+    p.add_argument("--op-new", type=int, default=192, help="on-policy: tokens sampled per answer at most")
+    p.add_argument("--op-temp", type=float, default=0.7, help="on-policy: sampling temperature (the card's chat)")
+    p.add_argument("--op-batches", type=int, default=1,
+                   help="on-policy: batches answered per sampling run (their chunks feed the next on-policy steps)")
     p.add_argument("--log-every", type=int, default=25)
     p.add_argument("--ckpt-every", type=float, default=120)
     p.add_argument("--depth", type=int, default=3)
