@@ -123,18 +123,29 @@ def experts_kept(old, mtp_sd, ids, n_keep):
     return keep
 
 
-def main():
-    a, trunk, mtp_sd = cli("12x20")
-    old_l, old_e, old_w, old_h = fm.parse_layout(fm.layout_of(trunk))
-    new_l, new_e, new_w, new_h = fm.parse_layout(a.layout)
-    if new_l < old_l or new_e > old_e or (new_w, new_h) != (old_w, old_h):
-        raise SystemExit(f"grow: {a.layout} from {fm.layout_of(trunk)}: layers can only grow, experts only "
-                         "shrink, the width and heads stay (train/widen.py widens)")
+def prepare(tool, default, ok, why):
+    """What grow.py and widen.py do first: the command line; the layout check (ok(old, new) on
+    parse_layout's tuples, else stop with `why`); the held windows; the old model, the experts
+    each router keeps and its held CE. Returns them in a namespace."""
+    a, trunk, mtp_sd = cli(default)
+    old_layout = fm.layout_of(trunk)
+    old, new = fm.parse_layout(old_layout), fm.parse_layout(a.layout)
+    if not ok(old, new):
+        raise SystemExit(f"{tool}: {a.layout} from {old_layout}: {why}")
     ids = held_windows(a.data, a.windows)
+    model = build(trunk)
+    keep = experts_kept(model, mtp_sd, ids, new[1])
+    ce, logits = held_ce(model, ids)
+    return argparse.Namespace(a=a, trunk=trunk, mtp_sd=mtp_sd, old_layout=old_layout, old=old, new=new,
+                              ids=ids, model=model, keep=keep, ce=ce, logits=logits)
 
-    old = build(trunk)
-    keep = experts_kept(old, mtp_sd, ids, new_e)
-    ce_old, logits_old = held_ce(old, ids)
+
+def main():
+    p = prepare("grow", "12x20", lambda o, n: n[0] >= o[0] and n[1] <= o[1] and n[2:] == o[2:],
+                "layers can only grow, experts only shrink, the width and heads stay (train/widen.py widens)")
+    a, trunk, mtp_sd, ids, keep = p.a, p.trunk, p.mtp_sd, p.ids, p.keep
+    (old_l, old_e, _, _), (new_l, new_e, _, _) = p.old, p.new
+    ce_old, logits_old = p.ce, p.logits
 
     def layer_weights(src, prefix_from, prefix_to, kept, zero):
         out = {}

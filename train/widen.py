@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model as fm  # noqa: E402
-from grow import EXPERT_ROWS, WRITERS, build, cli, experts_kept, held_ce, held_windows  # noqa: E402
+from grow import EXPERT_ROWS, WRITERS, held_ce, prepare  # noqa: E402
 from train import write_pack  # noqa: E402
 
 MTP_WRITERS = ("fc_embedding.weight", "fc_hidden.weight")
@@ -90,19 +90,13 @@ def widen_part(old_sd, fresh_sd, keep, old_w, new_w, heads):
 
 
 def main():
-    a, trunk, mtp_sd = cli("8x32h8")
+    p = prepare("widen", "8x32h8", lambda o, n: n[0] == o[0] and n[1] <= o[1] and n[2] >= o[2] and n[3] >= o[3]
+                and n[2:] != o[2:], "the heads or the width must grow and neither shrink, the layers stay, "
+                "experts can only shrink (train/grow.py deepens)")
     from transformers import Qwen4ExpForCausalLM
-    old_layout = fm.layout_of(trunk)
-    old_l, old_e, old_w, old_h = fm.parse_layout(old_layout)
-    new_l, new_e, new_w, new_h = fm.parse_layout(a.layout)
-    if new_l != old_l or new_e > old_e or new_w < old_w or new_h < old_h or (new_w, new_h) == (old_w, old_h):
-        raise SystemExit(f"widen: {a.layout} from {old_layout}: the heads or the width must grow and "
-                         "neither shrink, the layers stay, experts can only shrink (train/grow.py deepens)")
-    ids = held_windows(a.data, a.windows)
-
-    old = build(trunk)
-    keep = experts_kept(old, mtp_sd, ids, new_e)
-    ce_old, logits_old = held_ce(old, ids)
+    a, trunk, mtp_sd, ids, keep, old, old_layout = p.a, p.trunk, p.mtp_sd, p.ids, p.keep, p.model, p.old_layout
+    (_, old_e, old_w, _), (_, new_e, new_w, _) = p.old, p.new
+    ce_old, logits_old = p.ce, p.logits
     if mtp_sd:
         mtp = fm.MTPBlock(old.config)
         mtp.load_state_dict(mtp_sd)
