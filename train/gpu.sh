@@ -87,7 +87,7 @@ into pack7r .gpu/r0 .gpu/r1
 into pack9 .gpu/s9a .gpu/s9b
 into packg .gpu/sga .gpu/sgb   # stage 9 grown to 12x20 and trained (gpu.sh grow, 2026-12-06)
 into packw .gpu/swa .gpu/swb   # stage 9 widened to 8x32h8 (train/widen.py here, 2026-12-06)
-into packw2 .gpu/sxa .gpu/sxb  # that, trained 915 steps (gpu.sh wide, 2026-12-06; stage 9's MTP block)
+into packw2 .gpu/sxa .gpu/sxb  # that, trained 900 steps (gpu.sh wide, 2026-12-06; stage 9's MTP block)
 into teacher .gpu/t0 .gpu/t1 .gpu/t2 .gpu/t3 .gpu/t4
 for f in chat chat2 chat3 chat4 chat5 chat6 chat7 chat8 chat9; do
   if [ -f .gpu/data/$f.u16.xz ] && [ ! -f $S/$f.u16 ]; then xz -dc .gpu/data/$f.u16.xz > $S/$f.u16; fi

@@ -106,15 +106,13 @@ def cli(layout):
     return a, trunk, {k[4:]: v for k, v in sd.items() if k.startswith("mtp.")}
 
 
-def experts_kept(old, mtp_sd, ids, n_keep):
-    """Per router (trunk layer i, and "mtp": the block's one layer, measured while it drafts depth
-    1), the n_keep experts that carry the most routed weight over ids, in id order; printed."""
+def experts_kept(old, mtp, ids, n_keep):
+    """Per router (trunk layer i, and "mtp": the MTP block's one layer, if there is a block,
+    measured while it drafts depth 1), the n_keep experts that carry the most routed weight over
+    ids, in id order; printed."""
     mass = routed_mass({i: layer.mlp.gate for i, layer in enumerate(old.model.layers)},
                        lambda: old(input_ids=ids, use_cache=False))
-    if mtp_sd:
-        mtp = fm.MTPBlock(old.config)
-        mtp.load_state_dict(mtp_sd)
-        mtp.eval()
+    if mtp is not None:
         mass["mtp"] = routed_mass({"mtp": mtp.layers[0].mlp.gate},
                                   lambda: fm.mtp_loss(old, mtp, ids, depth=1))["mtp"]
     keep = {k: torch.sort(torch.topk(m, n_keep).indices).values for k, m in mass.items()}
@@ -125,8 +123,8 @@ def experts_kept(old, mtp_sd, ids, n_keep):
 
 def prepare(tool, default, ok, why):
     """What grow.py and widen.py do first: the command line; the layout check (ok(old, new) on
-    parse_layout's tuples, else stop with `why`); the held windows; the old model, the experts
-    each router keeps and its held CE. Returns them in a namespace."""
+    parse_layout's tuples, else stop with `why`); the held windows; the old model and MTP block,
+    the experts each router keeps and the held CE. Returns them in a namespace."""
     a, trunk, mtp_sd = cli(default)
     old_layout = fm.layout_of(trunk)
     old, new = fm.parse_layout(old_layout), fm.parse_layout(a.layout)
@@ -134,10 +132,15 @@ def prepare(tool, default, ok, why):
         raise SystemExit(f"{tool}: {a.layout} from {old_layout}: {why}")
     ids = held_windows(a.data, a.windows)
     model = build(trunk)
-    keep = experts_kept(model, mtp_sd, ids, new[1])
+    mtp = None
+    if mtp_sd:
+        mtp = fm.MTPBlock(model.config)
+        mtp.load_state_dict(mtp_sd)
+        mtp.eval()
+    keep = experts_kept(model, mtp, ids, new[1])
     ce, logits = held_ce(model, ids)
-    return argparse.Namespace(a=a, trunk=trunk, mtp_sd=mtp_sd, old_layout=old_layout, old=old, new=new,
-                              ids=ids, model=model, keep=keep, ce=ce, logits=logits)
+    return argparse.Namespace(a=a, trunk=trunk, mtp_sd=mtp_sd, mtp=mtp, old_layout=old_layout, old=old,
+                              new=new, ids=ids, model=model, keep=keep, ce=ce, logits=logits)
 
 
 def main():

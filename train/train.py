@@ -195,6 +195,26 @@ def token_nll(ls, x):
     return -ls[:, :-1].gather(-1, x[:, 1:, None])[..., 0]
 
 
+def token_kl(ls, tl):
+    """(batch, seq, vocab) log-probs and the teacher's logits -> (batch, seq - 1) KL(teacher || model)
+    of each next-token distribution (the positions token_nll scores)."""
+    return F.kl_div(ls[:, :-1], F.log_softmax(tl[:, :-1], -1), log_target=True, reduction="none").sum(-1)
+
+
+def masked_losses(model, teacher, ids, mask):
+    """One forward on ids (batch, seq): (out, CE, KL to the teacher or 0) over the positions mask
+    (batch, seq - 1) marks. One float log-softmax serves both, so it costs no more memory than the
+    model's own loss (which upcasts the logits too)."""
+    out = model(input_ids=ids, output_router_logits=True, use_cache=False)
+    ls = F.log_softmax(out.logits.float(), -1)   # (batch, seq, vocab)
+    kl = torch.zeros((), device=ids.device)
+    if teacher is not None:
+        with torch.no_grad():
+            tl = teacher(input_ids=ids).logits.float()
+        kl = masked_mean(token_kl(ls, tl), mask)
+    return out, masked_mean(token_nll(ls, ids), mask), kl
+
+
 @torch.no_grad()
 def own_answers(model, x, max_new, temp, gen):
     """On-policy windows: each window's first question answered by the model itself.
@@ -305,43 +325,28 @@ def cmd_trunk(a):
             # the model's own answers (their drift is what the chat shows), scored token by
             # token by the teacher, which reads the same question: KL alone, no CE on samples
             with amp:
-                out = model(input_ids=xs, output_router_logits=True, use_cache=False)
-                ls = F.log_softmax(out.logits.float(), -1)
-                with torch.no_grad():
-                    tl = teacher(input_ids=xs).logits.float()
-                kl_op = masked_mean(F.kl_div(ls[:, :-1], F.log_softmax(tl[:, :-1], -1), log_target=True,
-                                             reduction="none").sum(-1), gm)
+                out, op_nll, kl_op = masked_losses(model, teacher, xs, gm)
                 loss = kl_op + model.config.router_aux_loss_coef * out.aux_loss
-            op = {"kl_op": kl_op.item(), "op_len": gm.sum().item() / len(xs),
-                  "op_nll": masked_mean(token_nll(ls, xs), gm).item()}
+            op = {"kl_op": kl_op.item(), "op_len": gm.sum().item() / len(xs), "op_nll": op_nll.item()}
         else:
             with amp:
                 if a.answer_only:
                     # CE and KL on the answers alone: the questions and the system line are what
-                    # the user writes, not what the model must (docs/flash-mini.md, "Limits").
-                    # One float log-softmax serves both, so this costs no more memory than the
-                    # default path (the model's own loss upcasts the logits too).
-                    out = model(input_ids=x, output_router_logits=True, use_cache=False)
-                    m = answer_mask(x)   # (batch, seq - 1)
-                    ls = F.log_softmax(out.logits.float(), -1)   # (batch, seq, vocab)
-                    ce = masked_mean(token_nll(ls, x), m)
+                    # the user writes, not what the model must (docs/flash-mini.md, "Limits")
+                    out, ce, kl = masked_losses(model, teacher, x, answer_mask(x))
                     loss = ce + model.config.router_aux_loss_coef * out.aux_loss
                 else:
                     out = model(input_ids=x, labels=x, output_router_logits=True, use_cache=False)
                     loss = out.loss   # CE + router_aux_loss_coef * load balancing
                     ce = loss - model.config.router_aux_loss_coef * out.aux_loss
-                kl = torch.zeros((), device=dev)
-                if teacher is not None:
-                    with torch.no_grad():
-                        tl = teacher(input_ids=x).logits.float()
-                    if a.answer_only:
-                        kl = F.kl_div(ls[:, :-1], F.log_softmax(tl[:, :-1], -1), log_target=True,
-                                      reduction="none").sum(-1)
-                        kl = masked_mean(kl, m)
-                    else:
+                    kl = torch.zeros((), device=dev)
+                    if teacher is not None:
+                        with torch.no_grad():
+                            tl = teacher(input_ids=x).logits.float()
                         sl = out.logits.float()
                         kl = F.kl_div(F.log_softmax(sl, -1), F.log_softmax(tl, -1), log_target=True,
                                       reduction="none").sum(-1).mean()
+                if teacher is not None:
                     loss = a.kl_w * kl + (1 - a.kl_w) * loss
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -98,11 +98,8 @@ def main():
     (_, old_e, old_w, _), (_, new_e, new_w, _) = p.old, p.new
     ce_old, logits_old = p.ce, p.logits
     if mtp_sd:
-        mtp = fm.MTPBlock(old.config)
-        mtp.load_state_dict(mtp_sd)
-        mtp.eval()
         with torch.no_grad():
-            mtp_old = fm.mtp_loss(old, mtp, ids, depth=1)[0].item()
+            mtp_old = fm.mtp_loss(old, p.mtp, ids, depth=1)[0].item()
 
     cfg = fm.flash_mini_config(layout=a.layout)
     heads = ((old.config.linear_num_key_heads, old.config.linear_num_value_heads),
