@@ -171,7 +171,8 @@ fi
 #           --answer-only, and every ON_POLICY-th step (default 4) on the model's own answers to
 #           the windows' first questions (OP_NEW tokens at most, default 192), the teacher's KL
 #           alone there (train.py --on-policy): the drift of its own answers is what chat shows,
-#           and teacher-forced data never shows the model its own mistakes.
+#           and teacher-forced data never shows the model its own mistakes. Ran 2026-12-06 (950
+#           steps, not shipped: the model card's "Trained on its own answers").
 #   deep:   the 12-layer, 20-expert trunk (train.py --layout 12x20) from a seeded random init, on
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the
