@@ -173,6 +173,10 @@ fi
 #           alone there (train.py --on-policy): the drift of its own answers is what chat shows,
 #           and teacher-forced data never shows the model its own mistakes. Ran 2026-12-06 (950
 #           steps, not shipped: the model card's "Trained on its own answers").
+#   reward: onpol from the same pack with the judge's relevance of each own answer as a reward
+#           (train.py --op-reward, REINFORCE against the batch mean, beside the teacher's KL),
+#           every ON_POLICY-th step (default 2): pushes on the use of the question directly,
+#           which the KL on its own tokens alone did not move.
 #   deep:   the 12-layer, 20-expert trunk (train.py --layout 12x20) from a seeded random init, on
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the
@@ -197,6 +201,9 @@ case "$1" in
                    LAYOUT="--layout 8x32h8"; TB=48; DATA=$(every_file) ;;
   onpol|onpolt|onpolm) INIT=$S/packw2; W=$S/wo; SUMS=.gpu/pw2.sha256; KL=1
                    ALIGN="--align --answer-only --on-policy ${ON_POLICY:-4} --op-new ${OP_NEW:-192} --op-batches ${OP_BATCHES:-4}"
+                   LAYOUT="--layout 8x32h8"; TB=48; DATA=$(every_file) ;;
+  reward|rewardt|rewardm) INIT=$S/packw2; W=$S/wr; SUMS=.gpu/pw2.sha256; KL=1
+                   ALIGN="--align --answer-only --on-policy ${ON_POLICY:-2} --op-new ${OP_NEW:-192} --op-batches ${OP_BATCHES:-4} --op-reward ${OP_REWARD:-1}"
                    LAYOUT="--layout 8x32h8"; TB=48; DATA=$(every_file) ;;
   deep|deept|deepm) W=$S/wd; SUMS=""; ALIGN="--align"; KL=1; LAYOUT="--layout 12x20"; TB=48
                    DATA=$(every_file) ;;
@@ -234,7 +241,7 @@ train_trunk() {
   if [ $KL = 1 ]; then teacher; TEACHER="--teacher $T"; fi
   python3 train/train.py trunk --data $DATA --work $W $FROM $LAYOUT $ALIGN \
       $TEACHER --seconds ${TRUNK_S:-450} --total-steps ${STEPS:-3000} --lr ${LR:-6e-4} --warmup ${WARMUP:-50} \
-      --batch ${BATCH:-$TB} --log-every 50 2>&1 | grep -v Converting
+      --batch ${BATCH:-$TB} --log-every ${LOG_EVERY:-50} 2>&1 | grep -v Converting
 }
 refit_mtp() {
   python3 train/train.py mtp --data $DATA --work $W $FROM $LAYOUT \

@@ -202,9 +202,10 @@ def token_kl(ls, tl):
 
 
 def masked_losses(model, teacher, ids, mask):
-    """One forward on ids (batch, seq): (out, CE, KL to the teacher or 0) over the positions mask
-    (batch, seq - 1) marks. One float log-softmax serves both, so it costs no more memory than the
-    model's own loss (which upcasts the logits too)."""
+    """One forward on ids (batch, seq): (out, CE, KL to the teacher or 0, per-token NLL
+    (batch, seq - 1)) over the positions mask (batch, seq - 1) marks. One float log-softmax
+    serves both, so it costs no more memory than the model's own loss (which upcasts the logits
+    too)."""
     out = model(input_ids=ids, output_router_logits=True, use_cache=False)
     ls = F.log_softmax(out.logits.float(), -1)   # (batch, seq, vocab)
     kl = torch.zeros((), device=ids.device)
@@ -212,7 +213,43 @@ def masked_losses(model, teacher, ids, mask):
         with torch.no_grad():
             tl = teacher(input_ids=ids).logits.float()
         kl = masked_mean(token_kl(ls, tl), mask)
-    return out, masked_mean(token_nll(ls, ids), mask), kl
+    nll = token_nll(ls, ids)                     # (batch, seq - 1)
+    return out, masked_mean(nll, mask), kl, nll
+
+
+def row_mean(v, m):
+    """(batch, n) values, (batch, n) bool mask -> (batch,) mean of each row's marked values."""
+    m = m.to(v.dtype)
+    return (v * m).sum(-1) / m.sum(-1).clamp(min=1)
+
+
+def other_question(x, m):
+    """Own-answer rows (ids x (b, n), mask m (b, n - 1) as own_answers returns them) -> the same
+    answers after the next row's question instead of their own: (ids (b, n'), mask (b, n' - 1)).
+    Rows are right-padded; a causal model never reads the padding from the positions scored."""
+    b = len(x)
+    start = m.float().argmax(-1) + 1                     # (b,) each answer's first position
+    size = m.sum(-1)                                     # (b,) its length
+    j = torch.roll(torch.arange(b, device=x.device), -1)
+    n = int((start[j] + size).max())
+    ids = torch.full((b, n), fm.EOS_ID, dtype=x.dtype, device=x.device)
+    mask = torch.zeros((b, n - 1), dtype=torch.bool, device=x.device)
+    for i in range(b):
+        p, k = int(start[j[i]]), int(size[i])
+        ids[i, :p] = x[j[i], :p]
+        ids[i, p:p + k] = x[i, start[i]:start[i] + k]
+        mask[i, p - 1:p - 1 + k] = True
+    return ids, mask
+
+
+@torch.no_grad()
+def relevance(teacher, x, m):
+    """The judge's measure (train/judge.py) of each own answer, by the teacher: its NLL per token
+    after another row's question minus after its own, (b,) nats per token; higher = the answer
+    depends more on its own question."""
+    def nll(ids, mask):
+        return row_mean(token_nll(F.log_softmax(teacher(input_ids=ids).logits.float(), -1), ids), mask)
+    return nll(*other_question(x, m)) - nll(x, m)
 
 
 @torch.no_grad()
@@ -325,15 +362,24 @@ def cmd_trunk(a):
             # the model's own answers (their drift is what the chat shows), scored token by
             # token by the teacher, which reads the same question: KL alone, no CE on samples
             with amp:
-                out, op_nll, kl_op = masked_losses(model, teacher, xs, gm)
+                out, op_nll, kl_op, nll = masked_losses(model, teacher, xs, gm)
                 loss = kl_op + model.config.router_aux_loss_coef * out.aux_loss
+                if a.op_reward is not None and len(xs) > 1:
+                    # the judge's relevance of each answer as its reward (REINFORCE, the batch's
+                    # mean as baseline, normalised): the answers that use their question more are
+                    # made likelier, the others less; --op-reward 0 only measures it
+                    r = relevance(teacher, xs, gm)                                  # (b,)
+                    adv = (r - r.mean()) / (r.std() + 1e-6)
+                    loss = loss + a.op_reward * (adv * row_mean(nll, gm)).mean()
             op = {"kl_op": kl_op.item(), "op_len": gm.sum().item() / len(xs), "op_nll": op_nll.item()}
+            if a.op_reward is not None and len(xs) > 1:
+                op["op_rel"] = r.mean().item()
         else:
             with amp:
                 if a.answer_only:
                     # CE and KL on the answers alone: the questions and the system line are what
                     # the user writes, not what the model must (docs/flash-mini.md, "Limits")
-                    out, ce, kl = masked_losses(model, teacher, x, answer_mask(x))
+                    out, ce, kl, _ = masked_losses(model, teacher, x, answer_mask(x))
                     loss = ce + model.config.router_aux_loss_coef * out.aux_loss
                 else:
                     out = model(input_ids=x, labels=x, output_router_logits=True, use_cache=False)
@@ -508,6 +554,8 @@ def main():
     p.add_argument("--op-temp", type=float, default=0.7, help="on-policy: sampling temperature (the card's chat)")
     p.add_argument("--op-batches", type=int, default=1,
                    help="on-policy: batches answered per sampling run (their chunks feed the next on-policy steps)")
+    p.add_argument("--op-reward", type=float, default=None,
+                   help="on-policy: weight of the relevance reward (train.relevance; 0 logs it as op_rel only)")
     p.add_argument("--log-every", type=int, default=25)
     p.add_argument("--ckpt-every", type=float, default=120)
     p.add_argument("--depth", type=int, default=3)
