@@ -336,6 +336,8 @@ def cmd_trunk(a):
                  f"tokens of {a.data}: not SmolLM2-tokenized chat data?")
     if a.on_policy and teacher is None:
         sys.exit("--on-policy: the teacher's KL is the only loss on the model's own answers; pass --teacher")
+    if a.op_reward is not None and not a.on_policy:
+        sys.exit("--op-reward: the reward scores the model's own answers, which only --on-policy N makes")
     gen = torch.Generator(device=dev).manual_seed(a.seed + 7919 + step)   # the on-policy samples'
     op, queue = {}, []   # the last on-policy step's figures (logged with the next history line); own answers not yet trained on
     ce = kl = torch.zeros(())   # the last off-policy step's, likewise
@@ -364,16 +366,17 @@ def cmd_trunk(a):
             with amp:
                 out, op_nll, kl_op, nll = masked_losses(model, teacher, xs, gm)
                 loss = kl_op + model.config.router_aux_loss_coef * out.aux_loss
-                if a.op_reward is not None and len(xs) > 1:
+                # another row's question needs two rows
+                rel = relevance(teacher, xs, gm) if a.op_reward is not None and len(xs) > 1 else None   # (b,)
+                if rel is not None:
                     # the judge's relevance of each answer as its reward (REINFORCE, the batch's
                     # mean as baseline, normalised): the answers that use their question more are
                     # made likelier, the others less; --op-reward 0 only measures it
-                    r = relevance(teacher, xs, gm)                                  # (b,)
-                    adv = (r - r.mean()) / (r.std() + 1e-6)
+                    adv = (rel - rel.mean()) / (rel.std() + 1e-6)
                     loss = loss + a.op_reward * (adv * row_mean(nll, gm)).mean()
             op = {"kl_op": kl_op.item(), "op_len": gm.sum().item() / len(xs), "op_nll": op_nll.item()}
-            if a.op_reward is not None and len(xs) > 1:
-                op["op_rel"] = r.mean().item()
+            if rel is not None:
+                op["op_rel"] = rel.mean().item()
         else:
             with amp:
                 if a.answer_only:
