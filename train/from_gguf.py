@@ -38,9 +38,8 @@ def layout_of_gguf(reader) -> str:
     def num(key):
         return int(f[f"{arch}.{key}"].parts[-1][0])
     n_layer = num("block_count") - (num("nextn_predict_layers") if f"{arch}.nextn_predict_layers" in f else 0)
-    width, heads = num("embedding_length"), num("ssm.time_step_rank")   # DeltaNet value heads
-    return (f"{n_layer}x{num('expert_count')}" + (f"h{heads}" if heads != width // 64 else "")
-            + (f"w{width}" if width != fm.WIDTH else ""))
+    # ssm.time_step_rank: the DeltaNet value heads
+    return fm.layout_name(n_layer, num("expert_count"), num("embedding_length"), num("ssm.time_step_rank"))
 
 
 def shapes(layout):

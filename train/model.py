@@ -55,13 +55,18 @@ def parse_layout(layout: str) -> tuple[int, int, int, int]:
     return n_layer, n_expert, width, heads
 
 
+def layout_name(n_layer: int, n_expert: int, width: int, heads: int) -> str:
+    """parse_layout's inverse: the suffixes only where they differ from the defaults."""
+    return (f"{n_layer}x{n_expert}" + (f"h{heads}" if heads != width // 64 else "")
+            + (f"w{width}" if width != WIDTH else ""))
+
+
 def layout_of(state_dict) -> str:
     """The layout of trunk weights (a pack, a checkpoint): layers counted, the rest read."""
     layers = {int(k.split(".")[2]) for k in state_dict if k.startswith("model.layers.")}
     n_expert, width = state_dict["model.layers.0.mlp.gate.weight"].shape   # (n_expert, n_embd)
     heads = state_dict["model.layers.0.linear_attn.in_proj_z.weight"].shape[0] // 64   # (nv * 64, n_embd)
-    return (f"{max(layers) + 1}x{n_expert}" + (f"h{heads}" if heads != width // 64 else "")
-            + (f"w{width}" if width != WIDTH else ""))
+    return layout_name(max(layers) + 1, n_expert, width, heads)
 
 
 def flash_mini_config(tiny: bool = False, gate: str = "sigmoid", layout: str = "") -> Qwen4ExpTextConfig:

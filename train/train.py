@@ -185,9 +185,13 @@ def answer_mask(x):
     return m[:, 1:]
 
 
-def masked_mean(v, m):
-    """Mean of v (batch, seq - 1) over the positions m marks."""
-    return (v * m).sum() / m.sum().clamp(min=1)
+def masked_mean(v, m, dim=None):
+    """Mean of v (batch, seq - 1) over the positions m marks: all of them, or along `dim`
+    (dim=-1: each row's mean, (batch,))."""
+    m = m.to(v.dtype)
+    if dim is None:
+        return (v * m).sum() / m.sum().clamp(min=1)
+    return (v * m).sum(dim) / m.sum(dim).clamp(min=1)
 
 
 def token_nll(ls, x):
@@ -195,32 +199,28 @@ def token_nll(ls, x):
     return -ls[:, :-1].gather(-1, x[:, 1:, None])[..., 0]
 
 
-def token_kl(ls, tl):
-    """(batch, seq, vocab) log-probs and the teacher's logits -> (batch, seq - 1) KL(teacher || model)
-    of each next-token distribution (the positions token_nll scores)."""
-    return F.kl_div(ls[:, :-1], F.log_softmax(tl[:, :-1], -1), log_target=True, reduction="none").sum(-1)
+def token_kl(ls, tls):
+    """(batch, seq, vocab) log-probs, the model's and the teacher's -> (batch, seq - 1)
+    KL(teacher || model) of each next-token distribution (the positions token_nll scores)."""
+    return F.kl_div(ls[:, :-1], tls[:, :-1], log_target=True, reduction="none").sum(-1)
 
 
 def masked_losses(model, teacher, ids, mask):
-    """One forward on ids (batch, seq): (out, CE, KL to the teacher or 0, per-token NLL
-    (batch, seq - 1)) over the positions mask (batch, seq - 1) marks. One float log-softmax
-    serves both, so it costs no more memory than the model's own loss (which upcasts the logits
-    too)."""
+    """One forward on ids (batch, seq), and the teacher's if there is one, scored over the
+    positions mask (batch, seq - 1) marks: (out, CE, KL to the teacher or 0, the model's NLL
+    per token (batch, seq - 1), the teacher's NLL per token or None). One float log-softmax
+    each serves everything, so it costs no more memory than the model's own loss (which upcasts
+    the logits too)."""
     out = model(input_ids=ids, output_router_logits=True, use_cache=False)
     ls = F.log_softmax(out.logits.float(), -1)   # (batch, seq, vocab)
-    kl = torch.zeros((), device=ids.device)
+    kl, t_nll = torch.zeros((), device=ids.device), None
     if teacher is not None:
         with torch.no_grad():
-            tl = teacher(input_ids=ids).logits.float()
-        kl = masked_mean(token_kl(ls, tl), mask)
+            tls = F.log_softmax(teacher(input_ids=ids).logits.float(), -1)   # (batch, seq, vocab)
+            t_nll = token_nll(tls, ids)                                       # (batch, seq - 1)
+        kl = masked_mean(token_kl(ls, tls), mask)
     nll = token_nll(ls, ids)                     # (batch, seq - 1)
-    return out, masked_mean(nll, mask), kl, nll
-
-
-def row_mean(v, m):
-    """(batch, n) values, (batch, n) bool mask -> (batch,) mean of each row's marked values."""
-    m = m.to(v.dtype)
-    return (v * m).sum(-1) / m.sum(-1).clamp(min=1)
+    return out, masked_mean(nll, mask), kl, nll, t_nll
 
 
 def other_question(x, m):
@@ -243,13 +243,14 @@ def other_question(x, m):
 
 
 @torch.no_grad()
-def relevance(teacher, x, m):
+def relevance(teacher, x, m, own_nll):
     """The judge's measure (train/judge.py) of each own answer, by the teacher: its NLL per token
-    after another row's question minus after its own, (b,) nats per token; higher = the answer
+    after another row's question minus after its own (own_nll (b, n - 1): the teacher's NLL per
+    token of x, which masked_losses already has), (b,) nats per token; higher = the answer
     depends more on its own question."""
-    def nll(ids, mask):
-        return row_mean(token_nll(F.log_softmax(teacher(input_ids=ids).logits.float(), -1), ids), mask)
-    return nll(*other_question(x, m)) - nll(x, m)
+    ids, mask = other_question(x, m)
+    other = masked_mean(token_nll(F.log_softmax(teacher(input_ids=ids).logits.float(), -1), ids), mask, -1)
+    return other - masked_mean(own_nll, m, -1)
 
 
 @torch.no_grad()
@@ -364,16 +365,16 @@ def cmd_trunk(a):
             # the model's own answers (their drift is what the chat shows), scored token by
             # token by the teacher, which reads the same question: KL alone, no CE on samples
             with amp:
-                out, op_nll, kl_op, nll = masked_losses(model, teacher, xs, gm)
+                out, op_nll, kl_op, nll, t_nll = masked_losses(model, teacher, xs, gm)
                 loss = kl_op + model.config.router_aux_loss_coef * out.aux_loss
                 # another row's question needs two rows
-                rel = relevance(teacher, xs, gm) if a.op_reward is not None and len(xs) > 1 else None   # (b,)
+                rel = relevance(teacher, xs, gm, t_nll) if a.op_reward is not None and len(xs) > 1 else None   # (b,)
                 if rel is not None:
                     # the judge's relevance of each answer as its reward (REINFORCE, the batch's
                     # mean as baseline, normalised): the answers that use their question more are
                     # made likelier, the others less; --op-reward 0 only measures it
                     adv = (rel - rel.mean()) / (rel.std() + 1e-6)
-                    loss = loss + a.op_reward * (adv * row_mean(nll, gm)).mean()
+                    loss = loss + a.op_reward * (adv * masked_mean(nll, gm, -1)).mean()
             op = {"kl_op": kl_op.item(), "op_len": gm.sum().item() / len(xs), "op_nll": op_nll.item()}
             if rel is not None:
                 op["op_rel"] = rel.mean().item()
@@ -382,7 +383,7 @@ def cmd_trunk(a):
                 if a.answer_only:
                     # CE and KL on the answers alone: the questions and the system line are what
                     # the user writes, not what the model must (docs/flash-mini.md, "Limits")
-                    out, ce, kl, _ = masked_losses(model, teacher, x, answer_mask(x))
+                    out, ce, kl, _, _ = masked_losses(model, teacher, x, answer_mask(x))
                     loss = ce + model.config.router_aux_loss_coef * out.aux_loss
                 else:
                     out = model(input_ids=x, labels=x, output_router_logits=True, use_cache=False)
