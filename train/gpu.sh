@@ -176,7 +176,11 @@ fi
 #   reward: onpol from the same pack with the judge's relevance of each own answer as a reward
 #           (train.py --op-reward, REINFORCE against the batch mean, beside the teacher's KL),
 #           every ON_POLICY-th step (default 2): pushes on the use of the question directly,
-#           which the KL on its own tokens alone did not move.
+#           which the KL on its own tokens alone did not move. Run once 2026-12-06 unguarded
+#           (RUN=1 OP_REWARD=1 OP_MIN_LEN=0 OP_REL_CAP=0 OP_MAX_COPY=0): it learned to echo a
+#           word of the question and stop. The defaults now guard the reward (train.py
+#           guarded_reward: under 16 tokens or over 30% of 3-grams copied earns 0, capped at 1
+#           nat a token) and weigh it 0.3; RUN names the work dir ($S/wr$RUN).
 #   deep:   the 12-layer, 20-expert trunk (train.py --layout 12x20) from a seeded random init, on
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the
@@ -202,8 +206,9 @@ case "$1" in
   onpol|onpolt|onpolm) INIT=$S/packw2; W=$S/wo; SUMS=.gpu/pw2.sha256; KL=1
                    ALIGN="--align --answer-only --on-policy ${ON_POLICY:-4} --op-new ${OP_NEW:-192} --op-batches ${OP_BATCHES:-4}"
                    LAYOUT="--layout 8x32h8"; TB=48; DATA=$(every_file) ;;
-  reward|rewardt|rewardm) INIT=$S/packw2; W=$S/wr; SUMS=.gpu/pw2.sha256; KL=1
-                   ALIGN="--align --answer-only --on-policy ${ON_POLICY:-2} --op-new ${OP_NEW:-192} --op-batches ${OP_BATCHES:-4} --op-reward ${OP_REWARD:-1}"
+  reward|rewardt|rewardm) INIT=$S/packw2; W=$S/wr${RUN:-2}; SUMS=.gpu/pw2.sha256; KL=1
+                   ALIGN="--align --answer-only --on-policy ${ON_POLICY:-2} --op-new ${OP_NEW:-192} --op-batches ${OP_BATCHES:-4}"
+                   ALIGN="$ALIGN --op-reward ${OP_REWARD:-0.3} --op-min-len ${OP_MIN_LEN:-16} --op-rel-cap ${OP_REL_CAP:-1} --op-max-copy ${OP_MAX_COPY:-0.3}"
                    LAYOUT="--layout 8x32h8"; TB=48; DATA=$(every_file) ;;
   deep|deept|deepm) W=$S/wd; SUMS=""; ALIGN="--align"; KL=1; LAYOUT="--layout 12x20"; TB=48
                    DATA=$(every_file) ;;

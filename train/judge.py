@@ -13,6 +13,11 @@ questions (prompt_gain.py's derangement): relevance = NLL_teacher(answer | other
 answer token. An answer that ignores its question scores about 0; the teacher's own answers,
 through the same path, are the yardstick (pass its GGUF as a MODEL too). The answers are kept in
 OUTDIR/<folder>_<file name>/<question digest>.txt and reused when the script runs again.
+Beside it: each model's answer length in tokens, how many answers are under 16 tokens, and the
+relevance of the others alone. A piece of the question echoed back and nothing else (what a
+model trained on this very measure learned: docs/flash-mini.md, "A reward for using the
+question") is nearly free for the teacher after its own question, so it scores 2-5 nats a token
+where real answers score 0.1-0.5.
 """
 import hashlib
 import os
@@ -28,6 +33,7 @@ LLAMA = os.path.join(os.environ.get("STRATA_LLAMA_CPP_DIR",
                                     os.path.expanduser("~/.cache/strata/llama.cpp-11434")), "build", "bin")
 # JUDGE_TEMP: another sampling temperature (its answers kept in their own folders)
 TEMP = os.environ.get("JUDGE_TEMP", "0.7")
+SHORT = 16  # answer tokens (end token included): one shorter is counted apart (below)
 SAMPLING = ["-n", "200", "-c", "1024", "-t", "2", "--temp", TEMP, "--top-p", "0.9",
             "--repeat-penalty", "1.15", "--seed", "1"]
 
@@ -74,28 +80,40 @@ def main():
                       for q in qs]
     judge = load(teacher)
     print(f"{len(qs)} questions from {data}, judged by {os.path.basename(teacher)}")
-    rel = {}
+    rel, size = {}, {}
     for m in models:
-        own, gain = [], []
+        own, gain, n = [], [], []
         for i, a in enumerate(answers[m]):
             if not a:   # an empty answer has nothing to score; it counts as irrelevant
                 own.append(np.nan)
                 gain.append(0.0)
+                n.append(0)
                 continue
             o = answer_nll(judge, tok, qs[i], a)
             w = answer_nll(judge, tok, qs[wrong[i]], a)
             own.append(o.mean())
             gain.append((w - o).mean())
+            n.append(len(o))
         g = rel[m] = np.array(gain)
+        k = size[m] = np.array(n)
         print(f"{label(m)}: relevance {g.mean():.3f} ± {g.std(ddof=1) / np.sqrt(len(g)):.3f} "
               f"nats/token (median {np.median(g):.3f}, largest {g.max():.2f}: one answer can carry a "
               f"mean), > 0.1 for {(g > 0.1).mean() * 100:.0f}% of the answers; teacher NLL of the answers"
               f" {np.nanmean(own):.3f}; {sum(not a for a in answers[m])} empty")
+        # a per-token mean over a piece of the question echoed back scores far above any real
+        # answer: the short ones are counted, and the relevance of the others given apart
+        print(f"{label(m)}: answers {k.mean():.0f} tokens on average (median {np.median(k):.0f}), "
+              f"{((k > 0) & (k < SHORT)).sum()} under {SHORT}; relevance of the {(k >= SHORT).sum()} "
+              f"others {g[k >= SHORT].mean():.3f}")
     # the same questions for every model, so a difference between two models is paired
     for m in models[1:]:
         d = rel[m] - rel[models[0]]
         print(f"{label(m)} - {label(models[0])}: {d.mean():+.3f} ± "
               f"{d.std(ddof=1) / np.sqrt(len(d)):.3f} (paired)")
+        both = (size[m] >= SHORT) & (size[models[0]] >= SHORT)
+        d = d[both]
+        print(f"{label(m)} - {label(models[0])}, the {both.sum()} questions both answered in {SHORT} "
+              f"tokens or more: {d.mean():+.3f} ± {d.std(ddof=1) / np.sqrt(len(d)):.3f} (paired)")
 
 
 if __name__ == "__main__":

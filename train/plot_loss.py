@@ -35,7 +35,8 @@ def main():
                         ("trunk_grow.json", "grown 12x20 (not shipped)"),
                         ("trunk_answer.json", "grown, answer-only (not shipped)"),
                         ("trunk_wide.json", "8x32h8 (not shipped)"),
-                        ("trunk_onpol.json", "8x32h8, own answers (not shipped)")]:
+                        ("trunk_onpol.json", "8x32h8, own answers (not shipped)"),
+                        ("trunk_reward.json", "8x32h8, relevance reward (not shipped)")]:
         h = load(d, name)
         if not h:
             continue
@@ -66,7 +67,7 @@ def main():
     for name, col in [("mtp_stage5.json", "C3"), ("mtp_stage6.json", "C4"), ("mtp_stage7.json", "C5"),
                       ("mtp_stage8.json", "C6"), ("mtp_stage9.json", "C7"), ("mtp_stage10.json", "C8"),
                       ("mtp_grow.json", "C9"), ("mtp_answer.json", "C0"),
-                      ("mtp_onpol.json", "C1")]:
+                      ("mtp_onpol.json", "C1"), ("mtp_reward.json", "C2")]:
         h = load(d, name)
         st = name[4:-5].replace("_", " ")
         c.plot([r["step"] for r in h], [r["held_accepted"] for r in h], color=col, label=f"{st}: agreeing run")

@@ -253,6 +253,41 @@ def relevance(teacher, x, m, own_nll):
     return other - masked_mean(own_nll, m, -1)
 
 
+def copied_share(x, m, n=3):
+    """Own-answer rows (ids x (b, len), mask m (b, len - 1) as own_answers returns them) -> (b,):
+    the share of each answer's token n-grams that occur before it in its row (the question, the
+    system line), 0 for an answer shorter than n."""
+    out = torch.zeros(len(x), device=x.device)
+    start = m.float().argmax(-1) + 1
+    size = m.sum(-1)
+    for i in range(len(x)):
+        p, k = int(start[i]), int(size[i])
+        row = x[i].tolist()
+        seen = {tuple(row[j:j + n]) for j in range(p - n + 1)}
+        grams = [tuple(row[j:j + n]) for j in range(p, p + k - n + 1)]
+        if grams:
+            out[i] = sum(g in seen for g in grams) / len(grams)
+    return out
+
+
+def guarded_reward(rel, size, copied, min_len, cap, max_copy):
+    """The relevance reward an echo cannot win: rel (b,) nats per token (relevance), size (b,)
+    answer tokens, copied (b,) copied_share -> (b,). The unguarded reward taught the model to echo
+    a piece of its question and stop (2-5 nats a token, where real answers score 0.1-0.5:
+    docs/flash-mini.md, "A reward for using the question"). An answer under min_len tokens, or
+    with more than max_copy of its 3-grams taken from its own row, earns 0, what an answer that
+    ignores its question earns; none earns more than cap. 0 turns a guard off."""
+    r = rel
+    if cap > 0:
+        r = r.clamp(max=cap)
+    bad = torch.zeros_like(r, dtype=torch.bool)
+    if min_len > 0:
+        bad |= size < min_len
+    if max_copy > 0:
+        bad |= copied > max_copy
+    return torch.where(bad, torch.zeros_like(r), r)
+
+
 @torch.no_grad()
 def own_answers(model, x, max_new, temp, gen):
     """On-policy windows: each window's first question answered by the model itself.
@@ -373,11 +408,17 @@ def cmd_trunk(a):
                     # the judge's relevance of each answer as its reward (REINFORCE, the batch's
                     # mean as baseline, normalised): the answers that use their question more are
                     # made likelier, the others less; --op-reward 0 only measures it
-                    adv = (rel - rel.mean()) / (rel.std() + 1e-6)
+                    copied = copied_share(xs, gm)   # (b,)
+                    r = guarded_reward(rel, gm.sum(-1), copied, a.op_min_len, a.op_rel_cap, a.op_max_copy)
+                    adv = (r - r.mean()) / (r.std() + 1e-6)
                     loss = loss + a.op_reward * (adv * masked_mean(nll, gm, -1)).mean()
             op = {"kl_op": kl_op.item(), "op_len": gm.sum().item() / len(xs), "op_nll": op_nll.item()}
             if rel is not None:
                 op["op_rel"] = rel.mean().item()
+                # the echo's signs: answers under 16 tokens (judge.py's count), 3-grams copied
+                op["op_short"] = (gm.sum(-1) < 16).float().mean().item()
+                op["op_copied"] = copied.mean().item()
+                op["op_r"] = r.mean().item()   # the guarded reward, as trained on
         else:
             with amp:
                 if a.answer_only:
@@ -560,6 +601,12 @@ def main():
                    help="on-policy: batches answered per sampling run (their chunks feed the next on-policy steps)")
     p.add_argument("--op-reward", type=float, default=None,
                    help="on-policy: weight of the relevance reward (train.relevance; 0 logs it as op_rel only)")
+    p.add_argument("--op-min-len", type=int, default=0,
+                   help="on-policy reward: an answer under this many tokens earns 0 (guarded_reward; 0 = off)")
+    p.add_argument("--op-rel-cap", type=float, default=0.0,
+                   help="on-policy reward: the relevance counted at most (guarded_reward; 0 = off)")
+    p.add_argument("--op-max-copy", type=float, default=0.0,
+                   help="on-policy reward: an answer with more of its 3-grams copied from its row earns 0 (0 = off)")
     p.add_argument("--log-every", type=int, default=25)
     p.add_argument("--ckpt-every", type=float, default=120)
     p.add_argument("--depth", type=int, default=3)
