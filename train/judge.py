@@ -28,12 +28,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from prompt_gain import answer_nll, held_conversations, load  # noqa: E402
+from train import SHORT  # noqa: E402  (answer tokens: one shorter is counted apart, below)
 
 LLAMA = os.path.join(os.environ.get("STRATA_LLAMA_CPP_DIR",
                                     os.path.expanduser("~/.cache/strata/llama.cpp-11434")), "build", "bin")
 # JUDGE_TEMP: another sampling temperature (its answers kept in their own folders)
 TEMP = os.environ.get("JUDGE_TEMP", "0.7")
-SHORT = 16  # answer tokens (end token included): one shorter is counted apart (below)
 SAMPLING = ["-n", "200", "-c", "1024", "-t", "2", "--temp", TEMP, "--top-p", "0.9",
             "--repeat-penalty", "1.15", "--seed", "1"]
 

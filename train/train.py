@@ -253,6 +253,9 @@ def relevance(teacher, x, m, own_nll):
     return other - masked_mean(own_nll, m, -1)
 
 
+SHORT = 16   # answer tokens, end token included: judge.py counts answers under it apart
+
+
 def copied_share(x, m, n=3):
     """Own-answer rows (ids x (b, len), mask m (b, len - 1) as own_answers returns them) -> (b,):
     the share of each answer's token n-grams that occur before it in its row (the question, the
@@ -415,8 +418,8 @@ def cmd_trunk(a):
             op = {"kl_op": kl_op.item(), "op_len": gm.sum().item() / len(xs), "op_nll": op_nll.item()}
             if rel is not None:
                 op["op_rel"] = rel.mean().item()
-                # the echo's signs: answers under 16 tokens (judge.py's count), 3-grams copied
-                op["op_short"] = (gm.sum(-1) < 16).float().mean().item()
+                # the echo's signs: answers under SHORT tokens (judge.py's count), 3-grams copied
+                op["op_short"] = (gm.sum(-1) < SHORT).float().mean().item()
                 op["op_copied"] = copied.mean().item()
                 op["op_r"] = r.mean().item()   # the guarded reward, as trained on
         else:
