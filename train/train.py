@@ -223,20 +223,25 @@ def masked_losses(model, teacher, ids, mask):
     return out, masked_mean(nll, mask), kl, nll, t_nll
 
 
+def answer_span(m):
+    """mask m (b, n - 1) of answer positions -> (start, size), each (b,): the first answer
+    token's position in the row and how many the mask marks."""
+    return m.float().argmax(-1) + 1, m.sum(-1)
+
+
 def other_question(x, m):
     """Own-answer rows (ids x (b, n), mask m (b, n - 1) as own_answers returns them) -> the same
     answers after the next row's question instead of their own: (ids (b, n'), mask (b, n' - 1)).
     Rows are right-padded; a causal model never reads the padding from the positions scored."""
     b = len(x)
-    start = m.float().argmax(-1) + 1                     # (b,) each answer's first position
-    size = m.sum(-1)                                     # (b,) its length
-    j = torch.roll(torch.arange(b, device=x.device), -1)
-    n = int((start[j] + size).max())
+    start, size = (v.tolist() for v in answer_span(m))   # on the host once, not a sync per row
+    n = max(start[(i + 1) % b] + size[i] for i in range(b))
     ids = torch.full((b, n), fm.EOS_ID, dtype=x.dtype, device=x.device)
     mask = torch.zeros((b, n - 1), dtype=torch.bool, device=x.device)
     for i in range(b):
-        p, k = int(start[j[i]]), int(size[i])
-        ids[i, :p] = x[j[i], :p]
+        j = (i + 1) % b                                  # the next row's question
+        p, k = start[j], size[i]
+        ids[i, :p] = x[j, :p]
         ids[i, p:p + k] = x[i, start[i]:start[i] + k]
         mask[i, p - 1:p - 1 + k] = True
     return ids, mask
@@ -260,17 +265,12 @@ def copied_share(x, m, n=3):
     """Own-answer rows (ids x (b, len), mask m (b, len - 1) as own_answers returns them) -> (b,):
     the share of each answer's token n-grams that occur before it in its row (the question, the
     system line), 0 for an answer shorter than n."""
-    out = torch.zeros(len(x), device=x.device)
-    start = m.float().argmax(-1) + 1
-    size = m.sum(-1)
-    for i in range(len(x)):
-        p, k = int(start[i]), int(size[i])
-        row = x[i].tolist()
+    out = []
+    for row, p, k in zip(x.tolist(), *(v.tolist() for v in answer_span(m))):   # one copy to the host
         seen = {tuple(row[j:j + n]) for j in range(p - n + 1)}
         grams = [tuple(row[j:j + n]) for j in range(p, p + k - n + 1)]
-        if grams:
-            out[i] = sum(g in seen for g in grams) / len(grams)
-    return out
+        out.append(sum(g in seen for g in grams) / len(grams) if grams else 0.0)
+    return torch.tensor(out, device=x.device)
 
 
 def guarded_reward(rel, size, copied, min_len, cap, max_copy):
@@ -304,7 +304,7 @@ def own_answers(model, x, max_new, temp, gen):
     buffer as they are.
     """
     m = answer_mask(x)                                   # (batch, seq - 1)
-    start = m.float().argmax(-1) + 1                     # first answer token's position
+    start, _ = answer_span(m)                            # first answer token's position
     keep = m.any(-1) & (start + max_new <= x.shape[1])
     buf, start = x[keep].clone(), start[keep]            # (b', seq), (b',)
     rows = torch.arange(len(buf), device=x.device)
@@ -411,15 +411,16 @@ def cmd_trunk(a):
                     # the judge's relevance of each answer as its reward (REINFORCE, the batch's
                     # mean as baseline, normalised): the answers that use their question more are
                     # made likelier, the others less; --op-reward 0 only measures it
-                    copied = copied_share(xs, gm)   # (b,)
-                    r = guarded_reward(rel, gm.sum(-1), copied, a.op_min_len, a.op_rel_cap, a.op_max_copy)
+                    size = gm.sum(-1)                 # (b,) answer tokens
+                    copied = copied_share(xs, gm)     # (b,)
+                    r = guarded_reward(rel, size, copied, a.op_min_len, a.op_rel_cap, a.op_max_copy)
                     adv = (r - r.mean()) / (r.std() + 1e-6)
                     loss = loss + a.op_reward * (adv * masked_mean(nll, gm, -1)).mean()
             op = {"kl_op": kl_op.item(), "op_len": gm.sum().item() / len(xs), "op_nll": op_nll.item()}
             if rel is not None:
                 op["op_rel"] = rel.mean().item()
                 # the echo's signs: answers under SHORT tokens (judge.py's count), 3-grams copied
-                op["op_short"] = (gm.sum(-1) < SHORT).float().mean().item()
+                op["op_short"] = (size < SHORT).float().mean().item()
                 op["op_copied"] = copied.mean().item()
                 op["op_r"] = r.mean().item()   # the guarded reward, as trained on
         else:
