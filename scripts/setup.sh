@@ -82,10 +82,10 @@ if [ ! -f "$SMOL_HC" ] || [ "$(cat "$SMOL_HC.ok" 2>/dev/null)" != "$SMOL_HC_SHA2
   echo "$SMOL_HC_SHA256" > "$SMOL_HC.ok"
 fi
 
-# 3b. flash-mini (docs/flash-mini.md): the small trained qwen4exp, committed in the repo (35 MB,
+# 3b. flash-mini (docs/flash-mini.md): the small trained qwen4exp, committed in the repo (38 MB,
 #     Q4_K_M with the hyper-connection tensors BF16). Its sha256 is checked once per recorded digest.
 FLASH=$PROJECT/assets/models/flash-mini-Q4_K_M.gguf
-FLASH_SHA256=a293336691b461d8185997be1b92a75bfd39c78d7e8bc974933d775c74168286
+FLASH_SHA256=cbd51004c9124612c2e984c23048e4a0d324da49fd62b3a77b6e7adc1e99bf5d
 if [ "$(cat "$MODELS/flash-mini.ok" 2>/dev/null)" != "$FLASH_SHA256" ]; then
   got=$(sha256sum "$FLASH" | cut -d' ' -f1)
   if [ "$got" != "$FLASH_SHA256" ]; then

@@ -43,6 +43,10 @@ fn inspect_reads_flash_mini_then_refuses_the_mtp_block_by_name() {
     assert_eq!(field(&stdout, "expert_count"), "32");
     assert_eq!(field(&stdout, "expert_used_count"), "4");
     assert_eq!(field(&stdout, "embedding_length"), "256");
+    // 8x32h8: twice stage 9's attention heads (docs/flash-mini.md, "The answers alone, and
+    // twice the heads"), so a stale file in .strata fails here
+    assert_eq!(field(&stdout, "head_count"), "8");
+    assert_eq!(field(&stdout, "head_count_kv"), "4");
     assert!(
         field(&stdout, "tokenizer:").contains("49152 tokens"),
         "{stdout}"

@@ -30,13 +30,14 @@ def main():
     for name, label in [("trunk_stage2-3.json", "stages 2-3"), ("trunk_stage4.json", "stage 4"),
                         ("trunk_stage6.json", "stage 6"), ("trunk_stage7.json", "stage 7 (aligned)"),
                         ("trunk_stage8.json", "stage 8 (not shipped)"),
-                        ("trunk_stage9.json", "stage 9 (shipped)"),
+                        ("trunk_stage9.json", "stage 9 (shipped until stage 11)"),
                         ("trunk_stage10.json", "stage 10 (not shipped)"),
                         ("trunk_grow.json", "grown 12x20 (not shipped)"),
                         ("trunk_answer.json", "grown, answer-only (not shipped)"),
                         ("trunk_wide.json", "8x32h8 (not shipped)"),
                         ("trunk_onpol.json", "8x32h8, own answers (not shipped)"),
-                        ("trunk_reward.json", "8x32h8, relevance reward (not shipped)")]:
+                        ("trunk_reward.json", "8x32h8, relevance reward (not shipped)"),
+                        ("trunk_guard.json", "stage 11: the reward guarded (shipped)")]:
         h = load(d, name)
         if not h:
             continue
@@ -67,7 +68,7 @@ def main():
     for name, col in [("mtp_stage5.json", "C3"), ("mtp_stage6.json", "C4"), ("mtp_stage7.json", "C5"),
                       ("mtp_stage8.json", "C6"), ("mtp_stage9.json", "C7"), ("mtp_stage10.json", "C8"),
                       ("mtp_grow.json", "C9"), ("mtp_answer.json", "C0"),
-                      ("mtp_onpol.json", "C1"), ("mtp_reward.json", "C2")]:
+                      ("mtp_onpol.json", "C1"), ("mtp_reward.json", "C2"), ("mtp_guard.json", "k")]:
         h = load(d, name)
         st = name[4:-5].replace("_", " ")
         c.plot([r["step"] for r in h], [r["held_accepted"] for r in h], color=col, label=f"{st}: agreeing run")
