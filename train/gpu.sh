@@ -180,8 +180,8 @@ fi
 #           (RUN=1 OP_REWARD=1 OP_MIN_LEN=0 OP_REL_CAP=0 OP_MAX_COPY=0): it learned to echo a
 #           word of the question and stop. The defaults now guard the reward (train.py
 #           guarded_reward: under 16 tokens or over 30% of 3-grams copied earns 0, capped at 1
-#           nat a token) and weigh it 0.3; RUN names the work dir ($S/wr$RUN). Run so
-#           2026-12-06 (450 steps): shipped as stage 11 (the card's "The reward, guarded").
+#           nat a token) and weigh it 0.3; RUN names the work dir ($S/wr$RUN). Run with
+#           these defaults 2026-12-06 (450 steps): shipped as stage 11 (the card's "The reward, guarded").
 #   deep:   the 12-layer, 20-expert trunk (train.py --layout 12x20) from a seeded random init, on
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the

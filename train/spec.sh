@@ -1,19 +1,13 @@
 #!/usr/bin/env bash
-# MTP speculative decoding with llama.cpp's own path: 5 chat prompts, 3 drafts, greedy.
-# usage: train/spec.sh MODEL.gguf OUTDIR   (needs STRATA_PY with transformers for the template)
-# PROMPTS=FILE takes the prompts from FILE instead, one per line ('#' lines skipped), as
-# train/chat_prompts.txt, whose first five are the card's.
+# MTP speculative decoding with llama.cpp's own path: the first N (default 5: the model card's
+# chat prompts) of train/chat_prompts.txt, 3 drafts, greedy.
+# usage: train/spec.sh MODEL.gguf OUTDIR [N]   (needs STRATA_PY with transformers for the template)
 set -euo pipefail
-M=$1; O=$2; mkdir -p "$O"
+M=$1; O=$2; N=${3:-5}; mkdir -p "$O"
+R=$(cd "$(dirname "$0")/.." && pwd)
 B=${STRATA_LLAMA_CPP_DIR:-$HOME/.cache/strata/llama.cpp-11434}/build/bin
 PY=${STRATA_PY:-python3}
 TOK=${TOK:-/tmp/smoltok}
-prompts() {
-  if [ -n "${PROMPTS:-}" ]; then grep -v '^#' "$PROMPTS"; return; fi
-  printf '%s\n' "Why do we need to drink water?" "Write a short story about a dog who finds a ball." \
-    "Give me three tips for learning to cook." "What is the difference between a planet and a star?" \
-    "How can I be a better friend?"
-}
 rm -f "$O"/spec-*.log   # the totals read every spec-*.log: none left from a longer run
 i=0
 while IFS= read -r P; do
@@ -25,7 +19,7 @@ print(t.apply_chat_template([{'role': 'user', 'content': sys.argv[2]}], tokenize
       -t 2 -c 1024 --temp 0 < /dev/null > "$O/spec-$i.log" 2>&1   # stdin holds the prompts
   grep -E "n_predict|n_drafted|n_accept|accept " "$O/spec-$i.log" | sed 's/^[0-9.]* I //'
   i=$((i + 1))
-done < <(prompts)
+done < <(grep -v '^#' "$R/train/chat_prompts.txt" | head -n "$N")
 # the totals; a verify window yields its accepted drafts plus the target's own token
 awk '/n_predict =/ {n += $NF} /n_drafted =/ {d += $NF} /n_accept  =/ {a += $NF}
      END {w = n - a; printf "MTP: %d predicted, %d drafted, %d accepted (%.1f%%), %d windows: %.2f accepted drafts per window\n",
