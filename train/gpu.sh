@@ -88,11 +88,12 @@ into pack9 .gpu/s9a .gpu/s9b
 into packg .gpu/sga .gpu/sgb   # stage 9 grown to 12x20 and trained (gpu.sh grow, 2026-12-06)
 into packw .gpu/swa .gpu/swb   # stage 9 widened to 8x32h8 (train/widen.py here, 2026-12-06)
 into packw2 .gpu/sxa .gpu/sxb  # that, trained 900 steps (gpu.sh wide, 2026-12-06; stage 9's MTP block)
+into pack11 .gpu/s11a .gpu/s11b  # stage 11, shipped (gpu.sh reward, 2026-12-06)
 into teacher .gpu/t0 .gpu/t1 .gpu/t2 .gpu/t3 .gpu/t4
 for f in chat chat2 chat3 chat4 chat5 chat6 chat7 chat8 chat9; do
   if [ -f .gpu/data/$f.u16.xz ] && [ ! -f $S/$f.u16 ]; then xz -dc .gpu/data/$f.u16.xz > $S/$f.u16; fi
 done
-if [ "$1" = stash ]; then ls -la $S/pack5 $S/pack6 $S/pack7 $S/pack8 $S/pack7r $S/pack9 $S/packg $S/packw $S/packw2 $S/teacher $S/*.u16 2>/dev/null || true; fi
+if [ "$1" = stash ]; then ls -la $S/pack5 $S/pack6 $S/pack7 $S/pack8 $S/pack7r $S/pack9 $S/packg $S/packw $S/packw2 $S/pack11 $S/teacher $S/*.u16 2>/dev/null || true; fi
 teacher() {
   if [ ! -f $T ]; then
     cat $S/teacher/teacher.p* > $T.part     # p0 .. p4 (2026-12-03) or p0 .. p2; in name order
@@ -182,6 +183,10 @@ fi
 #           guarded_reward: under 16 tokens or over 30% of 3-grams copied earns 0, capped at 1
 #           nat a token) and weigh it 0.3; RUN names the work dir ($S/wr$RUN). Run with
 #           these defaults 2026-12-06 (450 steps): shipped as stage 11 (the card's "The reward, guarded").
+#   reward11: the same from stage 11's pack (.gpu/s11a .gpu/s11b, .gpu/p11.sha256), with twice
+#           the teacher's KL on its own answers (OP_KL_W, default 2 here, 1 for reward): stage 11's
+#           answers cost the teacher 0.19-0.24 nats a token more than its start's, which the KL
+#           at weight 1 did not hold.
 #   deep:   the 12-layer, 20-expert trunk (train.py --layout 12x20) from a seeded random init, on
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the
@@ -207,9 +212,12 @@ case "$1" in
   onpol|onpolt|onpolm) INIT=$S/packw2; W=$S/wo; SUMS=.gpu/pw2.sha256; KL=1
                    ALIGN="--align --answer-only --on-policy ${ON_POLICY:-4} --op-new ${OP_NEW:-192} --op-batches ${OP_BATCHES:-4}"
                    LAYOUT="--layout 8x32h8"; TB=48; DATA=$(every_file) ;;
-  reward|rewardt|rewardm) INIT=$S/packw2; W=$S/wr${RUN:-2}; SUMS=.gpu/pw2.sha256; KL=1
+  reward|rewardt|rewardm|reward11|reward11t|reward11m)
+                   INIT=$S/packw2; W=$S/wr${RUN:-2}; SUMS=.gpu/pw2.sha256; KL=1; OPKL=1
+                   if [[ "$1" == reward11* ]]; then INIT=$S/pack11; W=$S/wr11; SUMS=.gpu/p11.sha256; OPKL=2; fi
                    ALIGN="--align --answer-only --on-policy ${ON_POLICY:-2} --op-new ${OP_NEW:-192} --op-batches ${OP_BATCHES:-4}"
                    ALIGN="$ALIGN --op-reward ${OP_REWARD:-0.3} --op-min-len ${OP_MIN_LEN:-16} --op-rel-cap ${OP_REL_CAP:-1} --op-max-copy ${OP_MAX_COPY:-0.3}"
+                   ALIGN="$ALIGN --op-kl-w ${OP_KL_W:-$OPKL}"
                    LAYOUT="--layout 8x32h8"; TB=48; DATA=$(every_file) ;;
   deep|deept|deepm) W=$S/wd; SUMS=""; ALIGN="--align"; KL=1; LAYOUT="--layout 12x20"; TB=48
                    DATA=$(every_file) ;;

@@ -404,7 +404,8 @@ def cmd_trunk(a):
             # token by the teacher, which reads the same question: KL alone, no CE on samples
             with amp:
                 out, op_nll, kl_op, nll, t_nll = masked_losses(model, teacher, xs, gm)
-                loss = kl_op + model.config.router_aux_loss_coef * out.aux_loss
+                # 1.0 * kl_op is kl_op exactly: the default trains as before the weight existed
+                loss = a.op_kl_w * kl_op + model.config.router_aux_loss_coef * out.aux_loss
                 # another row's question needs two rows
                 rel = relevance(teacher, xs, gm, t_nll) if a.op_reward is not None and len(xs) > 1 else None   # (b,)
                 if rel is not None:
@@ -611,6 +612,8 @@ def main():
                    help="on-policy reward: the relevance counted at most (guarded_reward; 0 = off)")
     p.add_argument("--op-max-copy", type=float, default=0.0,
                    help="on-policy reward: an answer with more of its 3-grams copied from its row earns 0 (0 = off)")
+    p.add_argument("--op-kl-w", type=float, default=1.0,
+                   help="on-policy: weight of the teacher's KL on the model's own answers (holds them to the teacher's text)")
     p.add_argument("--log-every", type=int, default=25)
     p.add_argument("--ckpt-every", type=float, default=120)
     p.add_argument("--depth", type=int, default=3)
