@@ -192,6 +192,11 @@ fi
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the
 #           schedule ends, then `deepm` refits the block and packs.
 every_file() { ls $S/chat*.u16 | paste -sd,; }   # every chat*.u16 this machine holds
+reward_args() {   # reward_args KL_W: train.py's guarded-reward arguments, the teacher's KL on own answers at KL_W
+  echo "--align --answer-only --on-policy ${ON_POLICY:-2} --op-new ${OP_NEW:-192} --op-batches ${OP_BATCHES:-4}" \
+       "--op-reward ${OP_REWARD:-0.3} --op-min-len ${OP_MIN_LEN:-16} --op-rel-cap ${OP_REL_CAP:-1}" \
+       "--op-max-copy ${OP_MAX_COPY:-0.3} --op-kl-w ${OP_KL_W:-$1}"
+}
 INIT=""; W=""; DATA=$S/chat.u16,$S/chat2.u16; LAYOUT=""; TB=64   # a stage of the table sets W
 case "$1" in
   stage6t|stage6m) INIT=$S/pack5; W=$S/w6; SUMS=.gpu/p5.sha256; ALIGN=""; KL=1 ;;
@@ -212,12 +217,9 @@ case "$1" in
   onpol|onpolt|onpolm) INIT=$S/packw2; W=$S/wo; SUMS=.gpu/pw2.sha256; KL=1
                    ALIGN="--align --answer-only --on-policy ${ON_POLICY:-4} --op-new ${OP_NEW:-192} --op-batches ${OP_BATCHES:-4}"
                    LAYOUT="--layout 8x32h8"; TB=48; DATA=$(every_file) ;;
-  reward|rewardt|rewardm|reward11|reward11t|reward11m)
-                   INIT=$S/packw2; W=$S/wr${RUN:-2}; SUMS=.gpu/pw2.sha256; KL=1; OPKL=1
-                   if [[ "$1" == reward11* ]]; then INIT=$S/pack11; W=$S/wr11; SUMS=.gpu/p11.sha256; OPKL=2; fi
-                   ALIGN="--align --answer-only --on-policy ${ON_POLICY:-2} --op-new ${OP_NEW:-192} --op-batches ${OP_BATCHES:-4}"
-                   ALIGN="$ALIGN --op-reward ${OP_REWARD:-0.3} --op-min-len ${OP_MIN_LEN:-16} --op-rel-cap ${OP_REL_CAP:-1} --op-max-copy ${OP_MAX_COPY:-0.3}"
-                   ALIGN="$ALIGN --op-kl-w ${OP_KL_W:-$OPKL}"
+  reward|rewardt|rewardm) INIT=$S/packw2; W=$S/wr${RUN:-2}; SUMS=.gpu/pw2.sha256; KL=1; ALIGN=$(reward_args 1)
+                   LAYOUT="--layout 8x32h8"; TB=48; DATA=$(every_file) ;;
+  reward11|reward11t|reward11m) INIT=$S/pack11; W=$S/wr11; SUMS=.gpu/p11.sha256; KL=1; ALIGN=$(reward_args 2)
                    LAYOUT="--layout 8x32h8"; TB=48; DATA=$(every_file) ;;
   deep|deept|deepm) W=$S/wd; SUMS=""; ALIGN="--align"; KL=1; LAYOUT="--layout 12x20"; TB=48
                    DATA=$(every_file) ;;
