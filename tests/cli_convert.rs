@@ -6,11 +6,14 @@
 //! llama-quantize's F16 file byte for byte (the digest tests/data/greedy/llamacpp.json records
 //! from llama.cpp's own tool).
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::{Command, Output};
 
 use strata::gguf::{GgmlType, Gguf, GgufWriter, HParams};
 use strata::model::ModelConfig;
+use support::fs::TempFile;
 
 const BIN: &str = env!("CARGO_BIN_EXE_strata");
 
@@ -36,19 +39,13 @@ fn smollm2() -> String {
     p.display().to_string()
 }
 
-fn temp_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("strata-cli-convert-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
 /// Converts SmolLM2 with `extra` flags into `name`; returns the file and the printed sha256.
-fn convert(name: &str, extra: &[&str]) -> (PathBuf, String) {
+fn convert(name: &str, extra: &[&str]) -> (TempFile, String) {
     convert_to("hc", name, extra)
 }
 
-fn convert_to(to: &str, name: &str, extra: &[&str]) -> (PathBuf, String) {
-    let out_path = temp_dir().join(name);
+fn convert_to(to: &str, name: &str, extra: &[&str]) -> (TempFile, String) {
+    let out_path = TempFile::new("strata-cli-convert-", name);
     let (src, o) = (smollm2(), out_path.display().to_string());
     let mut args = vec!["convert", "--from", &src, "--to", to, "-o", &o];
     args.extend_from_slice(extra);
@@ -183,7 +180,8 @@ fn fails_naming(args: &[&str], want: &str) {
 
 #[test]
 fn bad_values_name_their_flag() {
-    let o = temp_dir().join("bad.gguf").display().to_string();
+    let bad = TempFile::new("strata-cli-convert-", "bad.gguf");
+    let o = bad.display().to_string();
     let src = smollm2();
     let base = ["convert", "--from", &src, "--to", "hc", "-o", &o];
     let with = |extra: &[&'static str]| -> Vec<String> {

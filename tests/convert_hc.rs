@@ -5,7 +5,11 @@
 //! W_inj changes the logits, and the greedy chat text stays sensible English (docs/convert.md
 //! holds the numbers these tests print).
 
+mod support;
+
 use std::path::{Path, PathBuf};
+
+use support::fs::TempFile;
 
 use strata::convert::{write_hc, HcOptions, Perturb};
 use strata::gguf::Gguf;
@@ -21,15 +25,9 @@ fn smollm2() -> PathBuf {
     strata::paths::model_path(strata::paths::SMOLLM2_ENV).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn temp_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("strata-convert-hc-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-fn convert(name: &str, perturb: Perturb) -> PathBuf {
+fn convert(name: &str, perturb: Perturb) -> TempFile {
     let src = Gguf::open(smollm2()).expect("open SmolLM2");
-    let p = temp_dir().join(name);
+    let p = TempFile::new("strata-convert-hc-", name);
     let o = HcOptions {
         perturb,
         ..HcOptions::default()
@@ -291,7 +289,7 @@ fn identity_keeps_the_greedy_text() {
 
 /// The perturbed models: the default (all three matrices), each matrix left at zero in turn,
 /// and W_down or W_up alone.
-fn perturbed(name: &str, down: f32, up: f32, inject: f32) -> PathBuf {
+fn perturbed(name: &str, down: f32, up: f32, inject: f32) -> TempFile {
     convert(name, Perturb { down, up, inject })
 }
 

@@ -1,14 +1,15 @@
 //! qwen4exp on the device (issue 25), on synthetic files written by `strata::synth`.
 
+mod support;
+
 use strata::gguf::Gguf;
 use strata::model::{Engine, EngineOptions};
 use strata::synth::{write_file, SynthGeometry};
+use support::fs::TempFile;
 
-fn synth(preset: &str, name: &str) -> std::path::PathBuf {
+fn synth(preset: &str, name: &str) -> TempFile {
     let g = SynthGeometry::preset(preset).expect("preset");
-    let dir = std::env::temp_dir().join(format!("strata-q4-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let p = dir.join(name);
+    let p = TempFile::new("strata-q4-", name);
     write_file(&g, &p).expect("synth");
     p
 }

@@ -6,10 +6,13 @@
 //! greedy tokens fed one at a time), and the engine's own greedy 32 tokens against llama.cpp's.
 //! The dumps and the command that made them: tests/data/qwen4exp/README.md.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use strata::gguf::Gguf;
 use strata::model::{Engine, EngineOptions};
 use strata::synth::{write_file, SynthGeometry};
+use support::fs::TempFile;
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/qwen4exp");
 
@@ -69,11 +72,9 @@ fn recorded_sha(geometry: &str) -> String {
         .to_string()
 }
 
-fn synth(geometry: &str) -> PathBuf {
+fn synth(geometry: &str) -> TempFile {
     let g = SynthGeometry::preset(geometry).expect("preset");
-    let dir = std::env::temp_dir().join(format!("strata-q4l-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let p = dir.join(format!("{geometry}.gguf"));
+    let p = TempFile::new("strata-q4l-", &format!("{geometry}.gguf"));
     let w = write_file(&g, &p).expect("synth");
     assert_eq!(
         w.sha256,
