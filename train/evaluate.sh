@@ -10,6 +10,7 @@
 # BASE=OUTDIR of an earlier stage's run puts that stage first in every comparison, so the judge
 # and the prompt gain print paired differences against it; HELD=DATA.u16 also judges 60 of that
 # data file's held-out questions and measures the prompt gain on 100 of its conversations.
+# SHIPPED=FILE: below.
 set -euo pipefail
 PACK=$1; O=$2; NT=${3:-100}
 PY=${PY:-$HOME/.cache/strata/train-venv/bin/python}
@@ -27,6 +28,9 @@ for f in flash-mini flash-mini-mtp; do
   "$B/llama-quantize" --tensor-type "hc_=bf16" "$O/$f-bf16.gguf" "$O/$f-Q4_K_M.gguf" Q4_K_M 2 > "$O/quantize-$f.log" 2>&1
 done
 M=$O/flash-mini-Q4_K_M.gguf
+# SHIPPED=FILE judges that Q4_K_M file itself (the committed one, whose pack from_gguf.py made):
+# quantizing its dequantized weights again would round a second time
+if [ -n "${SHIPPED:-}" ]; then cp "$SHIPPED" "$M"; fi
 echo "file $(stat -c %s "$M") bytes, sha256 $(sha256sum "$M" | cut -c1-64)" | tee -a "$S"
 for t in docs/flash-mini/held_chat.txt assets/nll_sample.txt; do
   L=$O/ppl-$(basename "$t" .txt).log

@@ -186,7 +186,9 @@ fi
 #   reward11: the same from stage 11's pack (.gpu/s11a .gpu/s11b, .gpu/p11.sha256), with twice
 #           the teacher's KL on its own answers (OP_KL_W, default 2 here, 1 for reward): stage 11's
 #           answers cost the teacher 0.19-0.24 nats a token more than its start's, which the KL
-#           at weight 1 did not hold.
+#           at weight 1 did not hold. Ran 2026-12-06 (400 steps on gen9's chat9 alone, the pack
+#           from_gguf.py's of the shipped file): not shipped, every relevance below stage 11's
+#           (the card's "The reward again"). OP_KL_W=1 runs stage 11's own loss from its file.
 #   deep:   the 12-layer, 20-expert trunk (train.py --layout 12x20) from a seeded random init, on
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the

@@ -4,7 +4,7 @@
 
 Left: the trunk over all the tokens it has seen, stage by stage (each stage's history counts
 its tokens from zero, so they are laid end to end; stages 8 and 9 both start from stage 7,
-stage 10, the grown 12-layer trunk and the 8x32h8 one from stage 9, answer-only from the grown one, own answers from the 8x32h8 one; stage 7's windows start at conversation starts, its held-out CE too, so
+stage 10, the grown 12-layer trunk and the 8x32h8 one from stage 9, answer-only from the grown one, own answers from the 8x32h8 one, the reward from stage 11 on the fresh chat9; stage 7's windows start at conversation starts, its held-out CE too, so
 it reads lower than stage 6's on the same weights). Middle: the MTP block's CE per depth (stages 3-4, trained on
 the teacher's text). Right: stages 5-10 and the grown trunk's, trained on the trunk's own distribution: held-out
 top-1 agreement with the trunk and the mean run of agreeing chained drafts (train.py's
@@ -37,7 +37,8 @@ def main():
                         ("trunk_wide.json", "8x32h8 (not shipped)"),
                         ("trunk_onpol.json", "8x32h8, own answers (not shipped)"),
                         ("trunk_reward.json", "8x32h8, relevance reward (not shipped)"),
-                        ("trunk_guard.json", "stage 11: the reward guarded (shipped)")]:
+                        ("trunk_guard.json", "stage 11: the reward guarded (shipped)"),
+                        ("trunk_reward11.json", "stage 11 + reward, KL x2 (not shipped)")]:
         h = load(d, name)
         if not h:
             continue
@@ -68,7 +69,8 @@ def main():
     for name, col in [("mtp_stage5.json", "C3"), ("mtp_stage6.json", "C4"), ("mtp_stage7.json", "C5"),
                       ("mtp_stage8.json", "C6"), ("mtp_stage9.json", "C7"), ("mtp_stage10.json", "C8"),
                       ("mtp_grow.json", "C9"), ("mtp_answer.json", "C0"),
-                      ("mtp_onpol.json", "C1"), ("mtp_reward.json", "C2"), ("mtp_guard.json", "k")]:
+                      ("mtp_onpol.json", "C1"), ("mtp_reward.json", "C2"), ("mtp_guard.json", "k"),
+                      ("mtp_reward11.json", "grey")]:
         h = load(d, name)
         st = name[4:-5].replace("_", " ")
         c.plot([r["step"] for r in h], [r["held_accepted"] for r in h], color=col, label=f"{st}: agreeing run")
