@@ -1,6 +1,7 @@
 //! `strata nll --kld-base FILE` / `--kld FILE` through the real binary on SmolLM2 (`make setup`):
 //! the file's layout (llama-perplexity's --kl-divergence-base: header, tokens, rows), a round
-//! trip Strata -> Strata (KLD ~0 from the u16 rounding alone, top-1 100 %), two flag sets
+//! trip Strata -> Strata (KLD ~0 from the u16 rounding alone, top-1 the same wherever the
+//! stored row separates the top two), two flag sets
 //! (STRATA_VNNI on vs off: close but not bitwise), and bad or mismatched files refused with one
 //! line naming the file and the field. The comparison with llama.cpp itself is
 //! scripts/kld_vs_llamacpp.sh (docs/kld.md).
@@ -122,12 +123,38 @@ fn round_trip_layout_bad_files_and_two_flag_sets() {
         20 + 4 * n_chunk * N_CTX + 2 * n_chunk * rows * nv
     );
 
-    // Round trip: the same run reads its own base back.
+    // Round trip: the same run reads its own base back. The base keeps each log-probability
+    // in u16 steps (16 nats / 65535 at most), so where the top two logits lie within a step
+    // the stored row cannot tell them apart and its first maximum may be the other token:
+    // a real top-1 difference only outside those rows (how many depends on the CPU's
+    // rounding: none where earlier CI runs ran, 1 of 441 on an AVX-512 Xeon on 2026-12-06).
+    let offset = 20 + 4 * n_chunk * N_CTX;
+    let ambiguous = bytes[offset..]
+        .chunks_exact(2 * nv)
+        .filter(|row| {
+            let q: Vec<u16> = row[8..8 + 2 * cfg.n_vocab]
+                .chunks_exact(2)
+                .map(|b| u16::from_le_bytes([b[0], b[1]]))
+                .collect();
+            // unwrap: a row holds n_vocab > 0 entries
+            let top = *q.iter().max().unwrap();
+            q.iter().filter(|&&v| top - v <= 1).count() > 1
+        })
+        .count();
+    let n_rows = n_chunk * rows;
     let r = stdout(&kld(&p, &[], &["-f", TEXT]));
     let (mean, top) = (field(&r, "Mean    KLD"), field(&r, "Same top p"));
-    println!("round trip: mean KLD {mean}, same top p {top} %");
+    let same = (top / 100.0 * n_rows as f64).round() as usize;
+    println!(
+        "round trip: mean KLD {mean}, same top p {top} % ({same} of {n_rows}; \
+         {ambiguous} rows with the top two within a u16 step)"
+    );
     assert!(mean.abs() < 1e-5, "{r}");
-    assert_eq!(top, 100.0, "{r}");
+    assert!(same + ambiguous >= n_rows, "{r}");
+    assert!(
+        ambiguous * 100 < n_rows,
+        "{ambiguous} of {n_rows} rows tie at the top"
+    );
     assert_eq!(field(&r, "Maximum KLD").abs() < 1e-3, true, "{r}");
 
     // Two flag sets: the integer-dot products against the default, close but not equal.
