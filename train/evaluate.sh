@@ -24,13 +24,13 @@ mkdir -p "$O"; S=$O/summary.txt; : > "$S"
 "$PY" "$R/train/export.py" --pack "$PACK" --tok "$TOK" --out "$O/hf"
 "$PY" "$R/train/convert.py" "$LC" "$O/hf" --outtype bf16 --outfile "$O/flash-mini-bf16.gguf" > "$O/convert.log" 2>&1
 "$PY" "$R/train/convert.py" "$LC" "$O/hf" --mtp --outtype bf16 --outfile "$O/flash-mini-mtp-bf16.gguf" >> "$O/convert.log" 2>&1
-for f in flash-mini flash-mini-mtp; do
-  "$B/llama-quantize" --tensor-type "hc_=bf16" "$O/$f-bf16.gguf" "$O/$f-Q4_K_M.gguf" Q4_K_M 2 > "$O/quantize-$f.log" 2>&1
-done
 M=$O/flash-mini-Q4_K_M.gguf
 # SHIPPED=FILE judges that Q4_K_M file itself (the committed one, whose pack from_gguf.py made):
 # quantizing its dequantized weights again would round a second time
-if [ -n "${SHIPPED:-}" ]; then cp "$SHIPPED" "$M"; fi
+if [ -n "${SHIPPED:-}" ]; then cp "$SHIPPED" "$M"; QUANTIZE=(flash-mini-mtp); else QUANTIZE=(flash-mini flash-mini-mtp); fi
+for f in "${QUANTIZE[@]}"; do
+  "$B/llama-quantize" --tensor-type "hc_=bf16" "$O/$f-bf16.gguf" "$O/$f-Q4_K_M.gguf" Q4_K_M 2 > "$O/quantize-$f.log" 2>&1
+done
 echo "file $(stat -c %s "$M") bytes, sha256 $(sha256sum "$M" | cut -c1-64)" | tee -a "$S"
 for t in docs/flash-mini/held_chat.txt assets/nll_sample.txt; do
   L=$O/ppl-$(basename "$t" .txt).log
