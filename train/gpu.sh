@@ -188,7 +188,9 @@ fi
 #           answers cost the teacher 0.19-0.24 nats a token more than its start's, which the KL
 #           at weight 1 did not hold. Ran 2026-12-06 (400 steps on gen9's chat9 alone, the pack
 #           from_gguf.py's of the shipped file): not shipped, every relevance below stage 11's
-#           (the card's "The reward again"). OP_KL_W=1 runs stage 11's own loss from its file.
+#           (the card's "The reward again"). OP_KL_W=1 runs stage 11's own loss from its file:
+#           ran 2026-12-06 (the same 400 steps, chat9 carried in .gpu/data), not shipped either
+#           (the card's "The reward again, at the KL's own weight"); LR sets the peak lr.
 #   deep:   the 12-layer, 20-expert trunk (train.py --layout 12x20) from a seeded random init, on
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the

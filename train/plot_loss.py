@@ -38,7 +38,8 @@ def main():
                         ("trunk_onpol.json", "8x32h8, own answers (not shipped)"),
                         ("trunk_reward.json", "8x32h8, relevance reward (not shipped)"),
                         ("trunk_guard.json", "stage 11: the reward guarded (shipped)"),
-                        ("trunk_reward11.json", "stage 11 + reward, KL x2 (not shipped)")]:
+                        ("trunk_reward11.json", "stage 11 + reward, KL x2 (not shipped)"),
+                        ("trunk_reward11k1.json", "stage 11 + reward, KL x1 (not shipped)")]:
         h = load(d, name)
         if not h:
             continue
@@ -47,7 +48,7 @@ def main():
         a.plot(x, [r["held_ce"] for r in h], color="C1", lw=1)
         a.plot(x, [r["kl"] for r in h], color="C2", lw=1)
         a.axvline(off, color="grey", lw=0.6, ls=":")
-        a.text(off + 1, 2.6, label, fontsize=7, rotation=90, va="bottom")
+        a.text(off + 1, 2.2, label, fontsize=6, rotation=90, va="bottom")   # long labels stay under the title
         off = x[-1]
     a.plot([], [], color="C0", label="train CE")
     a.plot([], [], color="C1", label="held-out CE (last 1% of each data file)")
@@ -70,15 +71,15 @@ def main():
                       ("mtp_stage8.json", "C6"), ("mtp_stage9.json", "C7"), ("mtp_stage10.json", "C8"),
                       ("mtp_grow.json", "C9"), ("mtp_answer.json", "C0"),
                       ("mtp_onpol.json", "C1"), ("mtp_reward.json", "C2"), ("mtp_guard.json", "k"),
-                      ("mtp_reward11.json", "grey")]:
+                      ("mtp_reward11.json", "grey"), ("mtp_reward11k1.json", "olive")]:
         h = load(d, name)
         st = name[4:-5].replace("_", " ")
         c.plot([r["step"] for r in h], [r["held_accepted"] for r in h], color=col, label=f"{st}: agreeing run")
         c.plot([r["step"] for r in h], [sum(r["held_top1"]) / 3 for r in h], color=col, ls="--",
                label=f"{st}: top-1 = trunk's (mean of 3 depths)")
-    c.set(xlabel="MTP step (batch 32 x 512)", ylim=(0, 2.2),
+    c.set(xlabel="MTP step (batch 32 x 512)", ylim=(0, 3.6),
           title="MTP block vs the trunk's own argmax (held out)")
-    c.legend(fontsize=7, loc="lower right")
+    c.legend(fontsize=5, loc="upper right", ncol=2)   # 26 entries: two columns above the curves keep them in the panel
     fig.tight_layout()
     fig.savefig(out, dpi=90)
     print(f"wrote {out}")
