@@ -1,13 +1,14 @@
 """Are a model's free answers about the question? The teacher judges, on held-out questions.
 
-  python train/judge.py QUESTIONS TOKDIR N TEACHER.gguf OUTDIR MODEL.gguf [MODEL.gguf ...]
+  python train/judge.py QUESTIONS TOKDIR N TEACHER.gguf OUTDIR MODEL.gguf[@T] [MODEL.gguf[@T] ...]
       QUESTIONS: a teacher data file (DATA.u16: its held-out tail's questions, never trained on)
                  or a text file with one question per line (train/chat_prompts.txt)
 
 prompt_gain.py scores the teacher's answers (teacher forcing); this scores what each MODEL
 writes itself, the way a chat shows it. For the first N questions, each MODEL answers through
 llama.cpp's `llama-completion --jinja -cnv -st`, sampled as in the model card (temp 0.7, top-p
-0.9, repeat penalty 1.15, seed 1, 200 tokens; JUDGE_TEMP=T samples at another temperature).
+0.9, repeat penalty 1.15, seed 1, 200 tokens; JUDGE_TEMP=T samples at another temperature,
+MODEL.gguf@T samples one model at T).
 The teacher then scores each answer after its own question and after another of the N
 questions (prompt_gain.py's derangement): relevance = NLL_teacher(answer | other) - NLL_teacher(answer | own), nats per
 answer token. An answer that ignores its question scores about 0; the teacher's own answers,
@@ -21,6 +22,7 @@ where real answers score 0.1-0.5.
 """
 import hashlib
 import os
+import re
 import subprocess
 import sys
 
@@ -32,22 +34,41 @@ from train import SHORT  # noqa: E402  (answer tokens: one shorter is counted ap
 
 LLAMA = os.path.join(os.environ.get("STRATA_LLAMA_CPP_DIR",
                                     os.path.expanduser("~/.cache/strata/llama.cpp-11434")), "build", "bin")
-# JUDGE_TEMP: another sampling temperature (its answers kept in their own folders)
+# JUDGE_TEMP: another sampling temperature for every model (its answers kept in their own
+# folders); MODEL.gguf@T samples that one model at T, so one run pairs a model with itself at
+# two temperatures
 TEMP = os.environ.get("JUDGE_TEMP", "0.7")
-SAMPLING = ["-n", "200", "-c", "1024", "-t", "2", "--temp", TEMP, "--top-p", "0.9",
+
+
+def sampling(temp):
+    return ["-n", "200", "-c", "1024", "-t", "2", "--temp", temp, "--top-p", "0.9",
             "--repeat-penalty", "1.15", "--seed", "1"]
 
 
-def label(model):
+def model_temp(arg):
+    """MODEL.gguf or MODEL.gguf@T: the file and its sampling temperature."""
+    path, sep, temp = arg.rpartition("@")
+    if not sep:
+        return arg, TEMP
+    try:
+        float(temp)
+    except ValueError:
+        sys.exit(f"{arg}: the part after '@' must be a sampling temperature")
+    return path, temp
+
+
+def label(arg):
     # two stages' files share a name (flash-mini-Q4_K_M.gguf), so the folder names the model too
+    model, temp = model_temp(arg)
     name = f"{os.path.basename(os.path.dirname(os.path.abspath(model)))}_{os.path.basename(model)}"
-    return name if TEMP == "0.7" else f"{name}_t{TEMP}"
+    return name if temp == "0.7" else f"{name}_t{temp}"
 
 
-def answer(model, question, path):
+def answer(arg, question, path):
+    model, temp = model_temp(arg)
     if not os.path.exists(path):
         r = subprocess.run([os.path.join(LLAMA, "llama-completion"), "-m", model, "--jinja", "-cnv", "-st",
-                            "-p", question, "--no-display-prompt", *SAMPLING],
+                            "-p", question, "--no-display-prompt", *sampling(temp)],
                            stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
         if r.returncode != 0:
             err = r.stderr[-500:].decode(errors="replace")
@@ -57,6 +78,25 @@ def answer(model, question, path):
             f.write(r.stdout.decode("utf-8", errors="replace"))
         os.replace(path + ".tmp", path)
     return open(path).read().replace("[end of text]", "").strip()
+
+
+def words(text):
+    """The words of a text that carry its subject: lower case, over 3 letters."""
+    return [w for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 3]
+
+
+def echo_signs(question, answer):
+    """(share of the answer's words that are the question's, share of its word 3-grams that
+    repeat an earlier one): both raise the relevance without answering better (a lower
+    temperature raises both; docs/flash-mini.md, "A lower temperature does not make it read
+    better")."""
+    q, a = set(words(question)), words(answer)
+    grams = [tuple(a[i:i + 3]) for i in range(len(a) - 2)]
+    seen, again = set(), 0
+    for g in grams:
+        again += g in seen
+        seen.add(g)
+    return (sum(w in q for w in a) / len(a) if a else 0.0), (again / len(grams) if grams else 0.0)
 
 
 def questions(src, tok, n):
@@ -105,6 +145,9 @@ def main():
         print(f"{label(m)}: answers {k.mean():.0f} tokens on average (median {np.median(k):.0f}), "
               f"{((k > 0) & (k < SHORT)).sum()} under {SHORT}; relevance of the {(k >= SHORT).sum()} "
               f"others {g[k >= SHORT].mean():.3f}")
+        qw, again = np.array([echo_signs(qs[i], a) for i, a in enumerate(answers[m])]).mean(0)
+        print(f"{label(m)}: the question's words {qw * 100:.1f}% of its words, "
+              f"repeated word 3-grams {again * 100:.1f}%")
     # the same questions for every model, so a difference between two models is paired
     for m in models[1:]:
         d = rel[m] - rel[models[0]]

@@ -4,9 +4,9 @@
 # through llama.cpp's `llama-completion --jinja -cnv -st` (the GGUF's own chat template), as
 # Markdown sections to append to docs/flash-mini/transcripts.md. `[end of text]` in an answer
 # is the model's own end of turn; an answer without it was cut at the token limit.
-# usage: train/transcripts.sh MODEL.gguf LABEL OUT.md [N]
+# usage: train/transcripts.sh MODEL.gguf LABEL OUT.md [N]   (TEMP=T samples at T instead of 0.7)
 set -euo pipefail
-M=$1; L=$2; O=$3; N=${4:-5}
+M=$1; L=$2; O=$3; N=${4:-5}; TEMP=${TEMP:-0.7}
 R=$(cd "$(dirname "$0")/.." && pwd)
 B=${STRATA_LLAMA_CPP_DIR:-$HOME/.cache/strata/llama.cpp-11434}/build/bin
 test -x "$B/llama-completion" || { echo "transcripts.sh: no $B/llama-completion (scripts/llama-cpp/build.sh)" >&2; exit 1; }
@@ -25,7 +25,7 @@ while IFS= read -r P; do
   printf '### %d. %s\n\n' "$i" "$P" >> "$O"
   for s in 1 2 3 4; do
     block "$L, sampled, seed $s" \
-        "$(answer "$P" -n 200 --temp 0.7 --top-p 0.9 --repeat-penalty 1.15 --seed "$s")" >> "$O"
+        "$(answer "$P" -n 200 --temp "$TEMP" --top-p 0.9 --repeat-penalty 1.15 --seed "$s")" >> "$O"
   done
   block "$L, greedy + DRY" "$(answer "$P" -n 160 --temp 0 --dry-multiplier 0.8)" >> "$O"
   i=$((i + 1))
