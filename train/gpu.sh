@@ -191,6 +191,9 @@ fi
 #           (the card's "The reward again"). OP_KL_W=1 runs stage 11's own loss from its file:
 #           ran 2026-12-06 (the same 400 steps, chat9 carried in .gpu/data), not shipped either
 #           (the card's "The reward again, at the KL's own weight"); LR sets the peak lr.
+#           OP_MAX_QWORDS=0.25 (any reward stage) also zeroes the reward of an answer whose
+#           words are over 25% its question's (train.py question_share; the teacher's own
+#           sampled answers in chat9: mean 11%, 90th percentile 22%), which the judge pays for.
 #   deep:   the 12-layer, 20-expert trunk (train.py --layout 12x20) from a seeded random init, on
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the
@@ -199,7 +202,8 @@ every_file() { ls $S/chat*.u16 | paste -sd,; }   # every chat*.u16 this machine 
 reward_args() {   # reward_args KL_W: train.py's guarded-reward arguments, the teacher's KL on own answers at KL_W
   echo "--align --answer-only --on-policy ${ON_POLICY:-2} --op-new ${OP_NEW:-192} --op-batches ${OP_BATCHES:-4}" \
        "--op-reward ${OP_REWARD:-0.3} --op-min-len ${OP_MIN_LEN:-16} --op-rel-cap ${OP_REL_CAP:-1}" \
-       "--op-max-copy ${OP_MAX_COPY:-0.3} --op-kl-w ${OP_KL_W:-$1}"
+       "--op-max-copy ${OP_MAX_COPY:-0.3} --op-kl-w ${OP_KL_W:-$1}" \
+       "--op-max-qwords ${OP_MAX_QWORDS:-0} --tok $S/tok"
 }
 INIT=""; W=""; DATA=$S/chat.u16,$S/chat2.u16; LAYOUT=""; TB=64   # a stage of the table sets W
 case "$1" in

@@ -77,14 +77,33 @@ def self_questions(a, teacher, tok, dev, t0):
     return qs[:a.self_questions]
 
 
-def cmd_gen(a):
+def tokenizer(a):
+    """SmolLM2's tokenizer from --tok DIR, else from the teacher GGUF itself (its tokenizer and
+    chat template), written to DIR when one is named."""
     from transformers import AutoTokenizer
-    dev = torch.device(a.device)
+    d, f = os.path.split(a.teacher)
+    if not a.tok:
+        return AutoTokenizer.from_pretrained(d, gguf_file=f)
     if not os.path.exists(os.path.join(a.tok, "tokenizer.json")):
-        # SmolLM2's tokenizer and chat template, read from the teacher GGUF itself
-        d, f = os.path.split(a.teacher)
         AutoTokenizer.from_pretrained(d, gguf_file=f).save_pretrained(a.tok)
-    tok = AutoTokenizer.from_pretrained(a.tok)
+    return AutoTokenizer.from_pretrained(a.tok)   # as written there: what gen has always used
+
+
+def content_tokens(tok):
+    """(vocab,) bool: the tokens that start a word with 4 letters or more after a space, what
+    judge.py's echo signs count as a question's words (a word's later pieces, "ation", are left
+    out: they would match across unrelated words)."""
+    out = torch.zeros(len(tok), dtype=torch.bool)
+    for i, t in enumerate(tok.convert_ids_to_tokens(list(range(len(tok))))):
+        # byte-level BPE writes a leading space as U+0120
+        w = t[1:] if t and t.startswith("\u0120") else ""
+        out[i] = len(w) >= 4 and w.isascii() and w.isalpha()
+    return out
+
+
+def cmd_gen(a):
+    dev = torch.device(a.device)
+    tok = tokenizer(a)
     tok.padding_side = "left"
     teacher = load_teacher(a.teacher, dev)
     t0 = time.time()
@@ -273,13 +292,32 @@ def copied_share(x, m, n=3):
     return torch.tensor(out, device=x.device)
 
 
-def guarded_reward(rel, size, copied, min_len, cap, max_copy):
+def question_share(x, m, content):
+    """Own-answer rows (ids x (b, len), mask m (b, len - 1) as own_answers returns them),
+    content (vocab,) bool (content_tokens) -> (b,): the share of each answer's content tokens
+    that occur in its question (the user turn before its answer header), 0 for an answer
+    without one. The judge's relevance pays for the question's words in an answer (stage 11's
+    answers carry 1.9 times the teacher's share of them: docs/flash-mini.md, "The reward,
+    guarded"), whether or not the answer uses the question."""
+    out = []
+    is_content = content.tolist()
+    for row, p, k in zip(x.tolist(), *(v.tolist() for v in answer_span(m))):   # one copy to the host
+        head = p - len(ANSWER_HEADER)                                  # the answer header's start
+        q0 = max((j for j in range(head) if row[j] == fm.BOS_ID), default=0) + 2   # after `<|im_start|>user`
+        question = {t for t in row[q0:head] if is_content[t]}
+        answer = [t for t in row[p:p + k] if is_content[t]]
+        out.append(sum(t in question for t in answer) / len(answer) if answer else 0.0)
+    return torch.tensor(out, device=x.device)
+
+
+def guarded_reward(rel, size, copied, min_len, cap, max_copy, qshare=None, max_qshare=0.0):
     """The relevance reward an echo cannot win: rel (b,) nats per token (relevance), size (b,)
     answer tokens, copied (b,) copied_share -> (b,). The unguarded reward taught the model to echo
     a piece of its question and stop (2-5 nats a token, where real answers score 0.1-0.5:
     docs/flash-mini.md, "A reward for using the question"). An answer under min_len tokens, or
     with more than max_copy of its 3-grams taken from its own row, earns 0, what an answer that
-    ignores its question earns; none earns more than cap. 0 turns a guard off."""
+    ignores its question earns; none earns more than cap. An answer whose question_share
+    (qshare (b,)) is over max_qshare earns 0 too. 0 turns a guard off."""
     r = rel
     if cap > 0:
         r = r.clamp(max=cap)
@@ -288,6 +326,8 @@ def guarded_reward(rel, size, copied, min_len, cap, max_copy):
         bad |= size < min_len
     if max_copy > 0:
         bad |= copied > max_copy
+    if max_qshare > 0:
+        bad |= qshare > max_qshare
     return torch.where(bad, torch.zeros_like(r), r)
 
 
@@ -377,6 +417,15 @@ def cmd_trunk(a):
         sys.exit("--on-policy: the teacher's KL is the only loss on the model's own answers; pass --teacher")
     if a.op_reward is not None and not a.on_policy:
         sys.exit("--op-reward: the reward scores the model's own answers, which only --on-policy N makes")
+    content = None   # (vocab,) bool: the question_share guard's words
+    if a.op_max_qwords > 0:
+        if a.op_reward is None:
+            sys.exit("--op-max-qwords: a guard on the relevance reward, which only --op-reward makes")
+        if not a.tok and not a.teacher:
+            sys.exit("--op-max-qwords: the tokenizer comes from --tok DIR or the teacher's GGUF")
+        content = content_tokens(tokenizer(a)).to(dev)
+        log(f"question-word guard: {content.sum().item()} content tokens, an answer over "
+            f"{a.op_max_qwords:.0%} of them from its question earns 0")
     gen = torch.Generator(device=dev).manual_seed(a.seed + 7919 + step)   # the on-policy samples'
     op, queue = {}, []   # the last on-policy step's figures (logged with the next history line); own answers not yet trained on
     ce = kl = torch.zeros(())   # the last off-policy step's, likewise
@@ -414,7 +463,9 @@ def cmd_trunk(a):
                     # made likelier, the others less; --op-reward 0 only measures it
                     size = gm.sum(-1)                 # (b,) answer tokens
                     copied = copied_share(xs, gm)     # (b,)
-                    r = guarded_reward(rel, size, copied, a.op_min_len, a.op_rel_cap, a.op_max_copy)
+                    qshare = question_share(xs, gm, content) if content is not None else None   # (b,)
+                    r = guarded_reward(rel, size, copied, a.op_min_len, a.op_rel_cap, a.op_max_copy,
+                                       qshare, a.op_max_qwords)
                     adv = (r - r.mean()) / (r.std() + 1e-6)
                     loss = loss + a.op_reward * (adv * masked_mean(nll, gm, -1)).mean()
             op = {"kl_op": kl_op.item(), "op_len": gm.sum().item() / len(xs), "op_nll": op_nll.item()}
@@ -424,6 +475,8 @@ def cmd_trunk(a):
                 op["op_short"] = (size < SHORT).float().mean().item()
                 op["op_copied"] = copied.mean().item()
                 op["op_r"] = r.mean().item()   # the guarded reward, as trained on
+                if qshare is not None:
+                    op["op_qwords"] = qshare.mean().item()
         else:
             with amp:
                 if a.answer_only:
@@ -612,6 +665,9 @@ def main():
                    help="on-policy reward: the relevance counted at most (guarded_reward; 0 = off)")
     p.add_argument("--op-max-copy", type=float, default=0.0,
                    help="on-policy reward: an answer with more of its 3-grams copied from its row earns 0 (0 = off)")
+    p.add_argument("--op-max-qwords", type=float, default=0.0,
+                   help="on-policy reward: an answer with more of its content tokens from its question earns 0 "
+                        "(question_share; needs the tokenizer: --tok, else the teacher's; 0 = off)")
     p.add_argument("--op-kl-w", type=float, default=1.0,
                    help="on-policy: weight of the teacher's KL on the model's own answers (holds them to the teacher's text)")
     p.add_argument("--log-every", type=int, default=25)
