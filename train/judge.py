@@ -27,10 +27,12 @@ import subprocess
 import sys
 
 import numpy as np
+import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from prompt_gain import answer_nll, held_conversations, load  # noqa: E402
 from train import SHORT  # noqa: E402  (answer tokens: one shorter is counted apart, below)
+from train import answer_mask, content_tokens, question_share  # noqa: E402
 
 LLAMA = os.path.join(os.environ.get("STRATA_LLAMA_CPP_DIR",
                                     os.path.expanduser("~/.cache/strata/llama.cpp-11434")), "build", "bin")
@@ -81,22 +83,26 @@ def answer(arg, question, path):
 
 
 def words(text):
-    """The words of a text that carry its subject: lower case, over 3 letters."""
+    """The words of a text, lower case, over 3 letters."""
     return [w for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 3]
 
 
-def echo_signs(question, answer):
-    """(share of the answer's words that are the question's, share of its word 3-grams that
-    repeat an earlier one): both raise the relevance without answering better (a lower
-    temperature raises both; docs/flash-mini.md, "A lower temperature does not make it read
-    better")."""
-    q, a = set(words(question)), words(answer)
+def echo_signs(tok, content, question, answer):
+    """(train.question_share of the answer after its question in the chat template, the measure
+    the reward's guard caps; the share of its word 3-grams that repeat an earlier one): both
+    raise the relevance without answering better (a lower temperature raises both;
+    docs/flash-mini.md, "A lower temperature does not make it read better")."""
+    text = tok.apply_chat_template([{"role": "user", "content": question},
+                                    {"role": "assistant", "content": answer}], tokenize=False)
+    x = torch.tensor([tok(text, add_special_tokens=False).input_ids])   # (1, n)
+    share = question_share(x, answer_mask(x), content).item()
+    a = words(answer)
     grams = [tuple(a[i:i + 3]) for i in range(len(a) - 2)]
     seen, again = set(), 0
     for g in grams:
         again += g in seen
         seen.add(g)
-    return (sum(w in q for w in a) / len(a) if a else 0.0), (again / len(grams) if grams else 0.0)
+    return share, (again / len(grams) if grams else 0.0)
 
 
 def questions(src, tok, n):
@@ -110,6 +116,7 @@ def main():
     models = sys.argv[6:]
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(tok_dir)
+    content = content_tokens(tok)
     qs = questions(data, tok, n)
     wrong = [(i + 1 + i % 7) % len(qs) for i in range(len(qs))]   # never i itself
     answers = {}
@@ -145,8 +152,8 @@ def main():
         print(f"{label(m)}: answers {k.mean():.0f} tokens on average (median {np.median(k):.0f}), "
               f"{((k > 0) & (k < SHORT)).sum()} under {SHORT}; relevance of the {(k >= SHORT).sum()} "
               f"others {g[k >= SHORT].mean():.3f}")
-        qw, again = np.array([echo_signs(qs[i], a) for i, a in enumerate(answers[m])]).mean(0)
-        print(f"{label(m)}: the question's words {qw * 100:.1f}% of its words, "
+        qw, again = np.array([echo_signs(tok, content, qs[i], a) for i, a in enumerate(answers[m])]).mean(0)
+        print(f"{label(m)}: the question's words {qw * 100:.1f}% of its word tokens, "
               f"repeated word 3-grams {again * 100:.1f}%")
     # the same questions for every model, so a difference between two models is paired
     for m in models[1:]:

@@ -90,15 +90,15 @@ def tokenizer(a):
 
 
 def content_tokens(tok):
-    """(vocab,) bool: the tokens that start a word with 4 letters or more after a space, what
-    judge.py's echo signs count as a question's words (a word's later pieces, "ation", are left
-    out: they would match across unrelated words)."""
-    out = torch.zeros(len(tok), dtype=torch.bool)
+    """The ids of the tokens that start a word of 4 letters or more after a space: a question's
+    words, for question_share (a word's later pieces, "ation", are left out: they would match
+    across unrelated words)."""
+    out = set()
     for i, t in enumerate(tok.convert_ids_to_tokens(list(range(len(tok))))):
-        # byte-level BPE writes a leading space as U+0120
-        w = t[1:] if t and t.startswith("\u0120") else ""
-        out[i] = len(w) >= 4 and w.isascii() and w.isalpha()
-    return out
+        w = t[1:] if t and t.startswith("\u0120") else ""   # byte-level BPE's leading space
+        if len(w) >= 4 and w.isascii() and w.isalpha():
+            out.add(i)
+    return frozenset(out)
 
 
 def cmd_gen(a):
@@ -294,18 +294,17 @@ def copied_share(x, m, n=3):
 
 def question_share(x, m, content):
     """Own-answer rows (ids x (b, len), mask m (b, len - 1) as own_answers returns them),
-    content (vocab,) bool (content_tokens) -> (b,): the share of each answer's content tokens
+    content (content_tokens' ids) -> (b,): the share of each answer's content tokens
     that occur in its question (the user turn before its answer header), 0 for an answer
     without one. The judge's relevance pays for the question's words in an answer (stage 11's
-    answers carry 1.9 times the teacher's share of them: docs/flash-mini.md, "The reward,
+    answers carry 2.4 times the teacher's share of them: docs/flash-mini.md, "The reward,
     guarded"), whether or not the answer uses the question."""
     out = []
-    is_content = content.tolist()
     for row, p, k in zip(x.tolist(), *(v.tolist() for v in answer_span(m))):   # one copy to the host
         head = p - len(ANSWER_HEADER)                                  # the answer header's start
         q0 = max((j for j in range(head) if row[j] == fm.BOS_ID), default=0) + 2   # after `<|im_start|>user`
-        question = {t for t in row[q0:head] if is_content[t]}
-        answer = [t for t in row[p:p + k] if is_content[t]]
+        question = content.intersection(row[q0:head])
+        answer = [t for t in row[p:p + k] if t in content]
         out.append(sum(t in question for t in answer) / len(answer) if answer else 0.0)
     return torch.tensor(out, device=x.device)
 
@@ -417,14 +416,12 @@ def cmd_trunk(a):
         sys.exit("--on-policy: the teacher's KL is the only loss on the model's own answers; pass --teacher")
     if a.op_reward is not None and not a.on_policy:
         sys.exit("--op-reward: the reward scores the model's own answers, which only --on-policy N makes")
-    content = None   # (vocab,) bool: the question_share guard's words
+    content = None   # the question_share guard's word tokens (--on-policy made sure of a teacher)
     if a.op_max_qwords > 0:
         if a.op_reward is None:
             sys.exit("--op-max-qwords: a guard on the relevance reward, which only --op-reward makes")
-        if not a.tok and not a.teacher:
-            sys.exit("--op-max-qwords: the tokenizer comes from --tok DIR or the teacher's GGUF")
-        content = content_tokens(tokenizer(a)).to(dev)
-        log(f"question-word guard: {content.sum().item()} content tokens, an answer over "
+        content = content_tokens(tokenizer(a))
+        log(f"question-word guard: {len(content)} content tokens, an answer over "
             f"{a.op_max_qwords:.0%} of them from its question earns 0")
     gen = torch.Generator(device=dev).manual_seed(a.seed + 7919 + step)   # the on-policy samples'
     op, queue = {}, []   # the last on-policy step's figures (logged with the next history line); own answers not yet trained on
