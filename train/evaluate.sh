@@ -10,8 +10,13 @@
 # BASE=OUTDIR of an earlier stage's run puts that stage first in every comparison, so the judge
 # and the prompt gain print paired differences against it; HELD=DATA.u16 also judges 60 of that
 # data file's held-out questions and measures the prompt gain on 100 of its conversations.
-# SHIPPED=FILE: below.
+# SHIPPED=FILE: below. JUDGE_SEEDS (default 1,2,3): the judge's sampling seeds; every question
+# is answered once per seed and a question's relevance is the mean over them. One seed's draw
+# moves all of a model's answers together, by more than the ± a single seed prints (stage 11's
+# mean on the 30 chat prompts: 0.227, 0.332, 0.354 at seeds 1, 2, 3; docs/flash-mini.md, "The
+# same model, rounded again"), so a decision reads the pairs by seed that judge.py prints.
 set -euo pipefail
+export JUDGE_SEEDS=${JUDGE_SEEDS:-1,2,3}
 PACK=$1; O=$2; NT=${3:-100}
 PY=${PY:-$HOME/.cache/strata/train-venv/bin/python}
 LC=${LC:-$HOME/.cache/strata/llama.cpp-11434/src}
@@ -41,7 +46,7 @@ done
 # after OUTDIR so stages do not share answers, and a rerun into the same OUTDIR (a new pack)
 # drops the answers an earlier run cached under that name.
 mkdir -p "$O/judged"; J=$O/judged/$(basename "$O")-Q4_K_M.gguf; ln -sf "$(realpath "$M")" "$J"
-rm -rf "$JUDGE/judged_$(basename "$J")"*   # and its JUDGE_TEMP variants
+rm -rf "$JUDGE/judged_$(basename "$J")"*   # and its JUDGE_TEMP and seed variants
 MODELS=("$J" "$TEACHER"); HF=("$O/hf" "$TEACHER")
 if [ -n "${BASE:-}" ]; then
   MODELS=("$BASE/judged/$(basename "$BASE")-Q4_K_M.gguf" "${MODELS[@]}"); HF=("$BASE/hf" "${HF[@]}")

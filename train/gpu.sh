@@ -190,7 +190,10 @@ fi
 #           from_gguf.py's of the shipped file): not shipped, every relevance below stage 11's
 #           (the card's "The reward again"). OP_KL_W=1 runs stage 11's own loss from its file:
 #           ran 2026-12-06 (the same 400 steps, chat9 carried in .gpu/data), not shipped either
-#           (the card's "The reward again, at the KL's own weight"); LR sets the peak lr.
+#           (the card's "The reward again, at the KL's own weight"); LR sets the peak lr:
+#           LR=5e-5 ran 2026-12-07 (the same 400 steps), not shipped; judged with three seeds,
+#           stage 11 and its reruns are inside the judge's noise of each other (the card's "The
+#           same model, rounded again").
 #           OP_MAX_QWORDS=0.25 (any reward stage) also zeroes the reward of an answer whose
 #           words are over 25% its question's (train.py question_share; the teacher's own
 #           sampled answers in chat9: mean 11%, 90th percentile 22%), which the judge pays for.

@@ -8,12 +8,15 @@ prompt_gain.py scores the teacher's answers (teacher forcing); this scores what 
 writes itself, the way a chat shows it. For the first N questions, each MODEL answers through
 llama.cpp's `llama-completion --jinja -cnv -st`, sampled as in the model card (temp 0.7, top-p
 0.9, repeat penalty 1.15, seed 1, 200 tokens; JUDGE_TEMP=T samples at another temperature,
-MODEL.gguf@T samples one model at T).
+MODEL.gguf@T samples one model at T; JUDGE_SEEDS=1,2,3 answers each question once per seed).
 The teacher then scores each answer after its own question and after another of the N
 questions (prompt_gain.py's derangement): relevance = NLL_teacher(answer | other) - NLL_teacher(answer | own), nats per
 answer token. An answer that ignores its question scores about 0; the teacher's own answers,
 through the same path, are the yardstick (pass its GGUF as a MODEL too). The answers are kept in
-OUTDIR/<folder>_<file name>/<question digest>.txt and reused when the script runs again.
+OUTDIR/<folder>_<file name>[_t<temp>][_s<seed>]/<question digest>.txt and reused when the
+script runs again. With several seeds a question's relevance is the mean over its answers, and
+each seed's own mean is printed: one seed's draw of a model's answers is noise that every
+comparison against that model shares (docs/flash-mini.md, "The same model, rounded again").
 Beside it: each model's answer length in tokens, how many answers are under 16 tokens, and the
 relevance of the others alone. A piece of the question echoed back and nothing else (what a
 model trained on this very measure learned: docs/flash-mini.md, "A reward for using the
@@ -40,11 +43,12 @@ LLAMA = os.path.join(os.environ.get("STRATA_LLAMA_CPP_DIR",
 # folders); MODEL.gguf@T samples that one model at T, so one run pairs a model with itself at
 # two temperatures
 TEMP = os.environ.get("JUDGE_TEMP", "0.7")
+SEEDS = [s.strip() for s in os.environ.get("JUDGE_SEEDS", "1").split(",") if s.strip()]
 
 
-def sampling(temp):
+def sampling(temp, seed):
     return ["-n", "200", "-c", "1024", "-t", "2", "--temp", temp, "--top-p", "0.9",
-            "--repeat-penalty", "1.15", "--seed", "1"]
+            "--repeat-penalty", "1.15", "--seed", seed]
 
 
 def model_temp(arg):
@@ -59,18 +63,20 @@ def model_temp(arg):
     return path, temp
 
 
-def label(arg):
-    # two stages' files share a name (flash-mini-Q4_K_M.gguf), so the folder names the model too
+def label(arg, seed="1"):
+    # two stages' files share a name (flash-mini-Q4_K_M.gguf), so the folder names the model too;
+    # seed 1 keeps the name it had before there were seeds, so its cached answers still count
     model, temp = model_temp(arg)
     name = f"{os.path.basename(os.path.dirname(os.path.abspath(model)))}_{os.path.basename(model)}"
-    return name if temp == "0.7" else f"{name}_t{temp}"
+    name = name if temp == "0.7" else f"{name}_t{temp}"
+    return name if seed == "1" else f"{name}_s{seed}"
 
 
-def answer(arg, question, path):
+def answer(arg, question, path, seed):
     model, temp = model_temp(arg)
     if not os.path.exists(path):
         r = subprocess.run([os.path.join(LLAMA, "llama-completion"), "-m", model, "--jinja", "-cnv", "-st",
-                            "-p", question, "--no-display-prompt", *sampling(temp)],
+                            "-p", question, "--no-display-prompt", *sampling(temp, seed)],
                            stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
         if r.returncode != 0:
             err = r.stderr[-500:].decode(errors="replace")
@@ -119,40 +125,53 @@ def main():
     content = content_tokens(tok)
     qs = questions(data, tok, n)
     wrong = [(i + 1 + i % 7) % len(qs) for i in range(len(qs))]   # never i itself
-    answers = {}
+    answers = {}   # model -> seed -> one answer per question
     for m in models:
-        d = os.path.join(outdir, label(m))
-        os.makedirs(d, exist_ok=True)
-        answers[m] = [answer(m, q, os.path.join(d, hashlib.sha1(q.encode()).hexdigest()[:16] + ".txt"))
-                      for q in qs]
+        answers[m] = {}
+        for seed in SEEDS:
+            d = os.path.join(outdir, label(m, seed))
+            os.makedirs(d, exist_ok=True)
+            answers[m][seed] = [answer(m, q, os.path.join(d, hashlib.sha1(q.encode()).hexdigest()[:16] + ".txt"),
+                                       seed) for q in qs]
     judge = load(teacher)
-    print(f"{len(qs)} questions from {data}, judged by {os.path.basename(teacher)}")
-    rel, size = {}, {}
+    print(f"{len(qs)} questions from {data}, judged by {os.path.basename(teacher)}, sampling seeds {','.join(SEEDS)}")
+    rel, size, by_seed = {}, {}, {}
     for m in models:
-        own, gain, n = [], [], []
-        for i, a in enumerate(answers[m]):
-            if not a:   # an empty answer has nothing to score; it counts as irrelevant
-                own.append(np.nan)
-                gain.append(0.0)
-                n.append(0)
-                continue
-            o = answer_nll(judge, tok, qs[i], a)
-            w = answer_nll(judge, tok, qs[wrong[i]], a)
-            own.append(o.mean())
-            gain.append((w - o).mean())
-            n.append(len(o))
-        g = rel[m] = np.array(gain)
-        k = size[m] = np.array(n)
+        own, gain, n = [], [], []   # each (seeds, questions)
+        for seed in SEEDS:
+            o_s, g_s, n_s = [], [], []
+            for i, a in enumerate(answers[m][seed]):
+                if not a:   # an empty answer has nothing to score; it counts as irrelevant
+                    o_s.append(np.nan)
+                    g_s.append(0.0)
+                    n_s.append(0)
+                    continue
+                o = answer_nll(judge, tok, qs[i], a)
+                w = answer_nll(judge, tok, qs[wrong[i]], a)
+                o_s.append(o.mean())
+                g_s.append((w - o).mean())
+                n_s.append(len(o))
+            own.append(o_s)
+            gain.append(g_s)
+            n.append(n_s)
+        gain, n = np.array(gain), np.array(n)
+        g = rel[m] = gain.mean(0)   # a question's relevance: the mean over its answers
+        by_seed[m] = gain
+        k = size[m] = n.min(0)      # its shortest answer, for the length-matched pairs below
+        every = [a for seed in SEEDS for a in answers[m][seed]]
         print(f"{label(m)}: relevance {g.mean():.3f} ± {g.std(ddof=1) / np.sqrt(len(g)):.3f} "
               f"nats/token (median {np.median(g):.3f}, largest {g.max():.2f}: one answer can carry a "
-              f"mean), > 0.1 for {(g > 0.1).mean() * 100:.0f}% of the answers; teacher NLL of the answers"
-              f" {np.nanmean(own):.3f}; {sum(not a for a in answers[m])} empty")
+              f"mean), > 0.1 for {(g > 0.1).mean() * 100:.0f}% of the {'questions' if len(SEEDS) > 1 else 'answers'}; teacher NLL of the answers"
+              f" {np.nanmean(own):.3f}; {sum(not a for a in every)} empty")
+        if len(SEEDS) > 1:
+            print(f"{label(m)}: relevance by seed " + ", ".join(f"{s} {x:.3f}" for s, x in zip(SEEDS, gain.mean(1))))
         # a per-token mean over a piece of the question echoed back scores far above any real
         # answer: the short ones are counted, and the relevance of the others given apart
-        print(f"{label(m)}: answers {k.mean():.0f} tokens on average (median {np.median(k):.0f}), "
-              f"{((k > 0) & (k < SHORT)).sum()} under {SHORT}; relevance of the {(k >= SHORT).sum()} "
-              f"others {g[k >= SHORT].mean():.3f}")
-        qw, again = np.array([echo_signs(tok, content, qs[i], a) for i, a in enumerate(answers[m])]).mean(0)
+        print(f"{label(m)}: answers {n.mean():.0f} tokens on average (median {np.median(n):.0f}), "
+              f"{((n > 0) & (n < SHORT)).sum()} under {SHORT}; relevance of the {(k >= SHORT).sum()} "
+              f"questions answered at length every time {g[k >= SHORT].mean():.3f}")
+        qw, again = np.array([echo_signs(tok, content, qs[i], a) for seed in SEEDS
+                              for i, a in enumerate(answers[m][seed])]).mean(0)
         print(f"{label(m)}: the question's words {qw * 100:.1f}% of its word tokens, "
               f"repeated word 3-grams {again * 100:.1f}%")
     # the same questions for every model, so a difference between two models is paired
@@ -160,6 +179,13 @@ def main():
         d = rel[m] - rel[models[0]]
         print(f"{label(m)} - {label(models[0])}: {d.mean():+.3f} ± "
               f"{d.std(ddof=1) / np.sqrt(len(d)):.3f} (paired)")
+        if len(SEEDS) > 1:
+            # every question is sampled with the same seed, so one seed's draw moves all of a
+            # model's answers together: the spread of these is the error to read, not the ± above
+            ds = (by_seed[m] - by_seed[models[0]]).mean(1)
+            print(f"{label(m)} - {label(models[0])}: by seed "
+                  + ", ".join(f"{s} {x:+.3f}" for s, x in zip(SEEDS, ds))
+                  + f"; mean {ds.mean():+.3f} ± {ds.std(ddof=1) / np.sqrt(len(ds)):.3f} over seeds (paired)")
         both = (size[m] >= SHORT) & (size[models[0]] >= SHORT)
         d = d[both]
         print(f"{label(m)} - {label(models[0])}, the {both.sum()} questions both answered in {SHORT} "

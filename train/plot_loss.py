@@ -39,7 +39,8 @@ def main():
                         ("trunk_reward.json", "8x32h8, relevance reward (not shipped)"),
                         ("trunk_guard.json", "stage 11: the reward guarded (shipped)"),
                         ("trunk_reward11.json", "stage 11 + reward, KL x2 (not shipped)"),
-                        ("trunk_reward11k1.json", "stage 11 + reward, KL x1 (not shipped)")]:
+                        ("trunk_reward11k1.json", "stage 11 + reward, KL x1 (not shipped)"),
+                        ("trunk_reward11lr.json", "stage 11 + reward, lr 5e-5 (not shipped)")]:
         h = load(d, name)
         if not h:
             continue
@@ -51,10 +52,10 @@ def main():
         a.text(off + 1, 2.2, label, fontsize=6, rotation=90, va="bottom")   # long labels stay under the title
         off = x[-1]
     a.plot([], [], color="C0", label="train CE")
-    a.plot([], [], color="C1", label="held-out CE (last 1% of each data file)")
+    a.plot([], [], color="C1", label="held-out CE (last 1% of each file)")
     a.plot([], [], color="C2", label="KL(teacher || student)")
-    a.set(xlabel="tokens seen (M)", ylabel="nats/token", ylim=(0, 6), title="trunk (batch 64 x 512; from grown 12x20 on: 48)")
-    a.legend(fontsize=7, loc="upper right")
+    a.set(xlabel="tokens seen (M)", ylabel="nats/token", ylim=(0, 7), title="trunk (batch 64 x 512; from grown 12x20 on: 48)")
+    a.legend(fontsize=6, loc="upper center", ncol=3)   # one row above the stage labels, which end below 6
 
     s0 = 0
     for name, ls in [("mtp_stage3.json", "-"), ("mtp_stage4.json", "--")]:
@@ -71,7 +72,8 @@ def main():
                       ("mtp_stage8.json", "C6"), ("mtp_stage9.json", "C7"), ("mtp_stage10.json", "C8"),
                       ("mtp_grow.json", "C9"), ("mtp_answer.json", "C0"),
                       ("mtp_onpol.json", "C1"), ("mtp_reward.json", "C2"), ("mtp_guard.json", "k"),
-                      ("mtp_reward11.json", "grey"), ("mtp_reward11k1.json", "olive")]:
+                      ("mtp_reward11.json", "grey"), ("mtp_reward11k1.json", "olive"),
+                      ("mtp_reward11lr.json", "teal")]:
         h = load(d, name)
         st = name[4:-5].replace("_", " ")
         c.plot([r["step"] for r in h], [r["held_accepted"] for r in h], color=col, label=f"{st}: agreeing run")
@@ -79,7 +81,7 @@ def main():
                label=f"{st}: top-1 = trunk's (mean of 3 depths)")
     c.set(xlabel="MTP step (batch 32 x 512)", ylim=(0, 3.6),
           title="MTP block vs the trunk's own argmax (held out)")
-    c.legend(fontsize=5, loc="upper right", ncol=2)   # 26 entries: two columns above the curves keep them in the panel
+    c.legend(fontsize=5, loc="upper right", ncol=2)   # 28 entries: two columns above the curves keep them in the panel
     fig.tight_layout()
     fig.savefig(out, dpi=90)
     print(f"wrote {out}")
