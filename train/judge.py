@@ -135,7 +135,7 @@ def main():
                                        seed) for q in qs]
     judge = load(teacher)
     print(f"{len(qs)} questions from {data}, judged by {os.path.basename(teacher)}, sampling seeds {','.join(SEEDS)}")
-    rel, size, by_seed = {}, {}, {}
+    rel, size = {}, {}   # model -> (seeds, questions) relevance; (questions,) shortest answer
     for m in models:
         own, gain, n = [], [], []   # each (seeds, questions)
         for seed in SEEDS:
@@ -154,9 +154,9 @@ def main():
             own.append(o_s)
             gain.append(g_s)
             n.append(n_s)
-        gain, n = np.array(gain), np.array(n)
-        g = rel[m] = gain.mean(0)   # a question's relevance: the mean over its answers
-        by_seed[m] = gain
+        gain = rel[m] = np.array(gain)
+        n = np.array(n)
+        g = gain.mean(0)            # a question's relevance: the mean over its answers
         k = size[m] = n.min(0)      # its shortest answer, for the length-matched pairs below
         every = [a for seed in SEEDS for a in answers[m][seed]]
         print(f"{label(m)}: relevance {g.mean():.3f} ± {g.std(ddof=1) / np.sqrt(len(g)):.3f} "
@@ -176,16 +176,18 @@ def main():
               f"repeated word 3-grams {again * 100:.1f}%")
     # the same questions for every model, so a difference between two models is paired
     for m in models[1:]:
-        d = rel[m] - rel[models[0]]
+        ds = rel[m] - rel[models[0]]   # (seeds, questions)
+        d = ds.mean(0)
         print(f"{label(m)} - {label(models[0])}: {d.mean():+.3f} ± "
               f"{d.std(ddof=1) / np.sqrt(len(d)):.3f} (paired)")
         if len(SEEDS) > 1:
             # every question is sampled with the same seed, so one seed's draw moves all of a
             # model's answers together: the spread of these is the error to read, not the ± above
-            ds = (by_seed[m] - by_seed[models[0]]).mean(1)
+            per_seed = ds.mean(1)
             print(f"{label(m)} - {label(models[0])}: by seed "
-                  + ", ".join(f"{s} {x:+.3f}" for s, x in zip(SEEDS, ds))
-                  + f"; mean {ds.mean():+.3f} ± {ds.std(ddof=1) / np.sqrt(len(ds)):.3f} over seeds (paired)")
+                  + ", ".join(f"{s} {x:+.3f}" for s, x in zip(SEEDS, per_seed))
+                  + f"; mean {per_seed.mean():+.3f} ± {per_seed.std(ddof=1) / np.sqrt(len(per_seed)):.3f}"
+                  " over seeds (paired)")
         both = (size[m] >= SHORT) & (size[models[0]] >= SHORT)
         d = d[both]
         print(f"{label(m)} - {label(models[0])}, the {both.sum()} questions both answered in {SHORT} "
