@@ -16,6 +16,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model as fm  # noqa: E402
 
 
+def pack_top_k(d):
+    """The experts per token a pack was trained with (train.write_pack's metadata; packs written
+    before it was recorded were all top 4)."""
+    from safetensors import safe_open
+    ks = set()
+    for f in glob.glob(os.path.join(d, "pack-*.safetensors")):
+        with safe_open(f, "pt") as h:
+            ks.add(int((h.metadata() or {}).get("experts_per_tok", fm.TOP_K)))
+    if len(ks) > 1:
+        raise SystemExit(f"{d}: its pack files record different experts per token: {sorted(ks)}")
+    return ks.pop() if ks else fm.TOP_K
+
+
 def unpack(d):
     raw = {}
     for f in sorted(glob.glob(os.path.join(d, "pack-*.safetensors"))):
@@ -34,14 +47,14 @@ def unpack(d):
     return sd
 
 
-def write_checkpoint(sd, tok_dir, out, tiny=False):
-    """A transformers checkpoint dir at `out` from trunk and `mtp.*` weights; returns the two
-    counts."""
+def write_checkpoint(sd, tok_dir, out, tiny=False, top_k=fm.TOP_K):
+    """A transformers checkpoint dir at `out` from trunk and `mtp.*` weights, routing `top_k`
+    experts per token; returns the two counts."""
     from transformers import AutoTokenizer, Qwen4ExpForCausalLM
     mtp = {k: v for k, v in sd.items() if k.startswith("mtp.")}
     trunk = {k: v for k, v in sd.items() if not k.startswith("mtp.")}
     # the weights' own depth and expert count (train.py --layout), so any layout exports
-    m = fm.load_trunk(Qwen4ExpForCausalLM(fm.flash_mini_config(tiny, layout=fm.layout_of(trunk))), trunk)
+    m = fm.load_trunk(Qwen4ExpForCausalLM(fm.flash_mini_config(tiny, layout=fm.layout_of(trunk, top_k))), trunk)
     m.save_pretrained(out, safe_serialization=True)
     # the MTP block in its own shard; the converter indexes every *.safetensors in the dir
     save_file({k: v.contiguous() for k, v in mtp.items()}, os.path.join(out, "model-mtp.safetensors"))
@@ -69,7 +82,7 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--tiny", action="store_true")
     a = p.parse_args()
-    n_trunk, n_mtp = write_checkpoint(unpack(a.pack), a.tok, a.out, a.tiny)
+    n_trunk, n_mtp = write_checkpoint(unpack(a.pack), a.tok, a.out, a.tiny, pack_top_k(a.pack))
     print(f"wrote {a.out}: {n_trunk} trunk + {n_mtp} mtp tensors")
 
 

@@ -39,7 +39,8 @@ def layout_of_gguf(reader) -> str:
         return int(f[f"{arch}.{key}"].parts[-1][0])
     n_layer = num("block_count") - (num("nextn_predict_layers") if f"{arch}.nextn_predict_layers" in f else 0)
     # ssm.time_step_rank: the DeltaNet value heads
-    return fm.layout_name(n_layer, num("expert_count"), num("embedding_length"), num("ssm.time_step_rank"))
+    return fm.layout_name(n_layer, num("expert_count"), num("embedding_length"), num("ssm.time_step_rank"),
+                          num("expert_used_count"))
 
 
 def shapes(layout):
@@ -147,7 +148,7 @@ def main():
                 sys.exit("from_gguf: the round trip does not give the weights back")
     sd = invert(names, places, tensors)
     from train import write_pack
-    write_pack(sd, a.out)
+    write_pack(sd, a.out, top_k=fm.parse_layout(layout)[4])
     print(f"{a.gguf} ({layout}) -> {a.out}: {len(sd)} tensors")
 
 

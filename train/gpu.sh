@@ -197,6 +197,13 @@ fi
 #           OP_MAX_QWORDS=0.25 (any reward stage) also zeroes the reward of an answer whose
 #           words are over 25% its question's (train.py question_share; the teacher's own
 #           sampled answers in chat9: mean 11%, 90th percentile 22%), which the judge pays for.
+#   top8:   reward11 at OP_KL_W=1 (stage 11's own loss from its file) with 8 experts routed per
+#           token instead of 4 (--layout 8x32h8k8; the issue allows top 4-8): the same file size,
+#           about twice the routed expert units each token runs (768 beside the shared 512). Its
+#           pack records top 8 (train.write_pack), so export.py writes expert_used_count = 8.
+#           Stage 11's file read at top 8 without training: held_chat PPL 7.96 at -c 512 (top 4: 7.42).
+#           Ran 2026-12-07 (400 steps): not shipped, every relevance below stage 11's at three
+#           seeds, template the most (the card's "Eight experts a token instead of four").
 #   deep:   the 12-layer, 20-expert trunk (train.py --layout 12x20) from a seeded random init, on
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the
@@ -232,6 +239,8 @@ case "$1" in
                    LAYOUT="--layout 8x32h8"; TB=48; DATA=$(every_file) ;;
   reward11|reward11t|reward11m) INIT=$S/pack11; W=$S/wr11; SUMS=.gpu/p11.sha256; KL=1; ALIGN=$(reward_args 2)
                    LAYOUT="--layout 8x32h8"; TB=48; DATA=$(every_file) ;;
+  top8|top8t|top8m) INIT=$S/pack11; W=$S/wk8; SUMS=.gpu/p11.sha256; KL=1; ALIGN=$(reward_args 1)
+                   LAYOUT="--layout 8x32h8k8"; TB=48; DATA=$(every_file) ;;
   deep|deept|deepm) W=$S/wd; SUMS=""; ALIGN="--align"; KL=1; LAYOUT="--layout 12x20"; TB=48
                    DATA=$(every_file) ;;
 esac
@@ -276,7 +285,7 @@ refit_mtp() {
       --warmup 20 --log-every 100
 }
 pack_back() {
-  python3 train/train.py pack --work $W --out $OUT/pack
+  python3 train/train.py pack --work $W --out $OUT/pack $LAYOUT   # the layout's experts per token recorded
   st=${1%m}; cp $W/trunk_hist.json $OUT/trunk_hist_$st.json
   if [ -f $W/mtp_hist.json ]; then cp $W/mtp_hist.json $OUT/mtp_hist_$st.json; fi
 }

@@ -32,41 +32,49 @@ N_CTX = 4096
 WIDTH = 256   # the residual width of every layout without a `wN` suffix
 
 
-def parse_layout(layout: str) -> tuple[int, int, int, int]:
-    """`LxE[hH][wN]` (`12x20`, `8x32h8`): L trunk layers (a multiple of 4, for the 3:1 pattern) of
-    E experts each; H attention heads and DeltaNet value heads per layer (half as many kv / key
-    heads; the shared expert 64 H units; default N / 64); residual width N (default 256, a
-    multiple of 256: llama.cpp's k-quants need rows of 256, and a narrower row falls back to
-    Q5_0 / Q8_0, which made an 8x16w384 file 50 MB)."""
+TOP_K = 4     # experts per token of every layout without a `kK` suffix
+
+
+def parse_layout(layout: str) -> tuple[int, int, int, int, int]:
+    """`LxE[hH][wN][kK]` (`12x20`, `8x32h8`, `8x32h8k8`): L trunk layers (a multiple of 4, for the
+    3:1 pattern) of E experts each; H attention heads and DeltaNet value heads per layer (half as
+    many kv / key heads; the shared expert 64 H units; default N / 64); residual width N (default
+    256, a multiple of 256: llama.cpp's k-quants need rows of 256, and a narrower row falls back to
+    Q5_0 / Q8_0, which made an 8x16w384 file 50 MB); K experts routed per token (default 4; no
+    weight holds it, so a pack records it beside its weights: train.write_pack)."""
     spec = layout.lower()
     try:
+        spec, top_k = spec.split("k") if "k" in spec else (spec, str(TOP_K))
         spec, width = spec.split("w") if "w" in spec else (spec, str(WIDTH))
         spec, heads = spec.split("h") if "h" in spec else (spec, str(int(width) // 64))
         n_layer, n_expert = (int(v) for v in spec.split("x"))
-        width, heads = int(width), int(heads)
+        width, heads, top_k = int(width), int(heads), int(top_k)
     except ValueError:
-        raise ValueError(f"--layout {layout!r}: expected LAYERSxEXPERTS[hHEADS][wWIDTH], e.g. 12x20 "
-                         "or 8x32h8") from None
+        raise ValueError(f"--layout {layout!r}: expected LAYERSxEXPERTS[hHEADS][wWIDTH][kTOPK], e.g. "
+                         "12x20 or 8x32h8k8") from None
     if n_layer < 4 or n_layer % 4 or n_expert < 4:
         raise ValueError(f"--layout {layout!r}: layers must be a multiple of 4 (3 DeltaNet : 1 "
                          f"attention), experts at least 4 (top 4)")
     if width < WIDTH or width % 256 or heads < 2 or heads % 2:
         raise ValueError(f"--layout {layout!r}: width must be a multiple of 256, heads even")
-    return n_layer, n_expert, width, heads
+    if not 1 <= top_k <= n_expert:
+        raise ValueError(f"--layout {layout!r}: experts per token must be 1 to the expert count")
+    return n_layer, n_expert, width, heads, top_k
 
 
-def layout_name(n_layer: int, n_expert: int, width: int, heads: int) -> str:
+def layout_name(n_layer: int, n_expert: int, width: int, heads: int, top_k: int = TOP_K) -> str:
     """parse_layout's inverse: the suffixes only where they differ from the defaults."""
     return (f"{n_layer}x{n_expert}" + (f"h{heads}" if heads != width // 64 else "")
-            + (f"w{width}" if width != WIDTH else ""))
+            + (f"w{width}" if width != WIDTH else "") + (f"k{top_k}" if top_k != TOP_K else ""))
 
 
-def layout_of(state_dict) -> str:
-    """The layout of trunk weights (a pack, a checkpoint): layers counted, the rest read."""
+def layout_of(state_dict, top_k: int = TOP_K) -> str:
+    """The layout of trunk weights (a pack, a checkpoint): layers counted, the rest read; the
+    experts per token are not in any weight, so the caller passes them (export.pack_top_k)."""
     layers = {int(k.split(".")[2]) for k in state_dict if k.startswith("model.layers.")}
     n_expert, width = state_dict["model.layers.0.mlp.gate.weight"].shape   # (n_expert, n_embd)
     heads = state_dict["model.layers.0.linear_attn.in_proj_z.weight"].shape[0] // 64   # (nv * 64, n_embd)
-    return layout_name(max(layers) + 1, n_expert, width, heads)
+    return layout_name(max(layers) + 1, n_expert, width, heads, top_k)
 
 
 def flash_mini_config(tiny: bool = False, gate: str = "sigmoid", layout: str = "") -> Qwen4ExpTextConfig:
@@ -86,9 +94,9 @@ def flash_mini_config(tiny: bool = False, gate: str = "sigmoid", layout: str = "
     """
     n_layer = 4 if tiny else 8
     n_expert = 8 if tiny else 32
-    width, heads = WIDTH, WIDTH // 64
+    width, heads, top_k = WIDTH, WIDTH // 64, TOP_K
     if layout:
-        n_layer, n_expert, width, heads = parse_layout(layout)
+        n_layer, n_expert, width, heads, top_k = parse_layout(layout)
     return Qwen4ExpTextConfig(
         vocab_size=VOCAB,
         hidden_size=64 if tiny else width,
@@ -103,7 +111,7 @@ def flash_mini_config(tiny: bool = False, gate: str = "sigmoid", layout: str = "
         linear_num_key_heads=2 if tiny else heads // 2,
         linear_num_value_heads=4 if tiny else heads,
         num_experts=n_expert,
-        num_experts_per_tok=2 if tiny else 4,
+        num_experts_per_tok=2 if tiny else top_k,
         moe_intermediate_size=32 if tiny else 96,
         shared_expert_intermediate_size=64 if tiny else 64 * heads,
         norm_topk_prob=True,

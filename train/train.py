@@ -580,11 +580,13 @@ def cmd_pack(a):
     if os.path.exists(mp):
         for k, v in torch.load(mp, map_location="cpu")["model"].items():
             sd["mtp." + k] = v
-    write_pack(sd, a.out, a.only_mtp)
+    write_pack(sd, a.out, a.only_mtp, fm.parse_layout(a.layout)[4] if a.layout else fm.TOP_K)
 
 
-def write_pack(sd, out_dir, only_mtp=False):
-    """State dict (trunk keys and `mtp.*` keys) -> pack-N.safetensors files in out_dir."""
+def write_pack(sd, out_dir, only_mtp=False, top_k=fm.TOP_K):
+    """State dict (trunk keys and `mtp.*` keys) -> pack-N.safetensors files in out_dir. Every
+    file records the experts routed per token (`top_k`), which no weight holds
+    (export.pack_top_k reads it back)."""
     sd = dict(sd)
     sd.pop("lm_head.weight", None)   # tied to model.embed_tokens.weight
     out = {}
@@ -603,16 +605,17 @@ def write_pack(sd, out_dir, only_mtp=False):
             out[k + ".f32"] = v
     from safetensors.torch import save_file
     os.makedirs(out_dir, exist_ok=True)
+    meta = {"experts_per_tok": str(top_k)}
     shard, size, i = {}, 0, 0
     for k in sorted(out):
         nb = out[k].numel() * out[k].element_size()
         if shard and size + nb > 15 * 2**20:
-            save_file(shard, os.path.join(out_dir, f"pack-{i}.safetensors")); i += 1
+            save_file(shard, os.path.join(out_dir, f"pack-{i}.safetensors"), meta); i += 1
             shard, size = {}, 0
         shard[k] = out[k].contiguous()
         size += nb
     # an MTP-only pack sorts after the trunk's pack-N files, so unpack() lets it replace their mtp.*
-    save_file(shard, os.path.join(out_dir, "pack-mtp.safetensors" if only_mtp else f"pack-{i}.safetensors"))
+    save_file(shard, os.path.join(out_dir, "pack-mtp.safetensors" if only_mtp else f"pack-{i}.safetensors"), meta)
     log(f"packed {len(sd)} tensors into {i + 1} files")
 
 
@@ -621,7 +624,7 @@ def main():
     p.add_argument("cmd", choices=["gen", "trunk", "mtp", "pack"])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--tiny", action="store_true", help="CPU smoke-test geometry")
-    p.add_argument("--layout", default="", help="LAYERSxEXPERTS[hHEADS][wWIDTH] (model.parse_layout); export.py reads it off the pack")
+    p.add_argument("--layout", default="", help="LAYERSxEXPERTS[hHEADS][wWIDTH][kTOPK] (model.parse_layout); export.py reads it off the pack")
     p.add_argument("--teacher", default="")
     p.add_argument("--tok", default="")
     p.add_argument("--data", default="")
