@@ -148,7 +148,7 @@ def main():
                 sys.exit("from_gguf: the round trip does not give the weights back")
     sd = invert(names, places, tensors)
     from train import write_pack
-    write_pack(sd, a.out, top_k=fm.parse_layout(layout)[4])
+    write_pack(sd, a.out, top_k=fm.top_k_of(layout))
     print(f"{a.gguf} ({layout}) -> {a.out}: {len(sd)} tensors")
 
 

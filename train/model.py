@@ -62,6 +62,11 @@ def parse_layout(layout: str) -> tuple[int, int, int, int, int]:
     return n_layer, n_expert, width, heads, top_k
 
 
+def top_k_of(layout: str) -> int:
+    """The experts routed per token of a `--layout` ("" is the default layout's)."""
+    return parse_layout(layout)[4] if layout else TOP_K
+
+
 def layout_name(n_layer: int, n_expert: int, width: int, heads: int, top_k: int = TOP_K) -> str:
     """parse_layout's inverse: the suffixes only where they differ from the defaults."""
     return (f"{n_layer}x{n_expert}" + (f"h{heads}" if heads != width // 64 else "")

@@ -580,7 +580,7 @@ def cmd_pack(a):
     if os.path.exists(mp):
         for k, v in torch.load(mp, map_location="cpu")["model"].items():
             sd["mtp." + k] = v
-    write_pack(sd, a.out, a.only_mtp, fm.parse_layout(a.layout)[4] if a.layout else fm.TOP_K)
+    write_pack(sd, a.out, a.only_mtp, fm.top_k_of(a.layout))
 
 
 def write_pack(sd, out_dir, only_mtp=False, top_k=fm.TOP_K):
