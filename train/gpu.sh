@@ -217,7 +217,8 @@ fi
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the
 #           schedule ends, then `deepm` refits the block and packs.
-every_file() { ls $S/chat*.u16 | paste -sd,; }   # every chat*.u16 this machine holds
+# every chat*.u16 this machine holds, not the subsets train/short.py makes of them (chat9s)
+every_file() { ls $S/chat*.u16 | grep -v 's\.u16$' | paste -sd,; }
 reward_args() {   # reward_args KL_W: train.py's guarded-reward arguments, the teacher's KL on own answers at KL_W
   echo "--align --answer-only --on-policy ${ON_POLICY:-2} --op-new ${OP_NEW:-192} --op-batches ${OP_BATCHES:-4}" \
        "--op-reward ${OP_REWARD:-0.3} --op-min-len ${OP_MIN_LEN:-16} --op-rel-cap ${OP_REL_CAP:-1}" \
