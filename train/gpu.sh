@@ -90,7 +90,7 @@ into packw .gpu/swa .gpu/swb   # stage 9 widened to 8x32h8 (train/widen.py here,
 into packw2 .gpu/sxa .gpu/sxb  # that, trained 900 steps (gpu.sh wide, 2026-12-06; stage 9's MTP block)
 into pack11 .gpu/s11a .gpu/s11b  # stage 11, shipped (gpu.sh reward, 2026-12-06)
 into teacher .gpu/t0 .gpu/t1 .gpu/t2 .gpu/t3 .gpu/t4
-for f in chat chat2 chat3 chat4 chat5 chat6 chat7 chat8 chat9 chat9s; do
+for f in chat chat2 chat3 chat4 chat5 chat6 chat7 chat8 chat9 short9; do
   if [ -f .gpu/data/$f.u16.xz ] && [ ! -f $S/$f.u16 ]; then xz -dc .gpu/data/$f.u16.xz > $S/$f.u16; fi
 done
 if [ "$1" = stash ]; then ls -la $S/pack5 $S/pack6 $S/pack7 $S/pack8 $S/pack7r $S/pack9 $S/packg $S/packw $S/packw2 $S/pack11 $S/teacher $S/*.u16 2>/dev/null || true; fi
@@ -205,11 +205,12 @@ fi
 #           Ran 2026-12-07 (400 steps): not shipped, every relevance below stage 11's at three
 #           seeds, template the most (the card's "Eight experts a token instead of four").
 #   brief:  reward11 at OP_KL_W=1 (stage 11's own loss from its file) on chat9's short, finished
-#           answers alone (train/short.py chat9.u16 chat9s.u16, run here and carried as
-#           .gpu/data/chat9s.u16.xz: answers the teacher ended itself within 16-128 tokens, 35%
-#           of chat9's conversations, 0.88 M tokens): the teacher's answers run to a median of 205
-#           tokens and 28% are cut at 320, while flash-mini leaves its question after about 64.
-#           ON_POLICY=0: answer-only CE + KL on those answers alone, no own answers, no reward.
+#           answers alone (train/short.py chat9.u16 short9.u16, run here and carried as
+#           .gpu/data/short9.u16.xz; not named chat*, so every_file leaves it out): answers the
+#           teacher ended itself within 16-128 tokens, 35% of chat9's conversations, 0.88 M
+#           tokens. The teacher's answers run to a median of 205 tokens and 28% are cut at 320,
+#           while flash-mini leaves its question after about 64.
+#           ON_POLICY=0 (reward_args, any reward stage): answer-only CE + KL, no own answers, no reward.
 #           That loss, as a CPU pilot at batch 4 for 150 steps (2026-12-07, no device machine
 #           came), made the answers shorter and every relevance lower (the card's "Short,
 #           finished answers"); this stage, with the reward, is the test it could not be.
@@ -217,9 +218,10 @@ fi
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the
 #           schedule ends, then `deepm` refits the block and packs.
-# every chat*.u16 this machine holds, not the subsets train/short.py makes of them (chat9s)
-every_file() { ls $S/chat*.u16 | grep -v 's\.u16$' | paste -sd,; }
+every_file() { ls $S/chat*.u16 | paste -sd,; }   # every chat*.u16 this machine holds (not short9)
 reward_args() {   # reward_args KL_W: train.py's guarded-reward arguments, the teacher's KL on own answers at KL_W
+  # ON_POLICY=0: none of its own answers, so no reward either: answer-only CE + KL on the data
+  if [ "${ON_POLICY:-}" = 0 ]; then echo "--align --answer-only"; return; fi
   echo "--align --answer-only --on-policy ${ON_POLICY:-2} --op-new ${OP_NEW:-192} --op-batches ${OP_BATCHES:-4}" \
        "--op-reward ${OP_REWARD:-0.3} --op-min-len ${OP_MIN_LEN:-16} --op-rel-cap ${OP_REL_CAP:-1}" \
        "--op-max-copy ${OP_MAX_COPY:-0.3} --op-kl-w ${OP_KL_W:-$1}" \
@@ -252,8 +254,7 @@ case "$1" in
   top8|top8t|top8m) INIT=$S/pack11; W=$S/wk8; SUMS=.gpu/p11.sha256; KL=1; ALIGN=$(reward_args 1)
                    LAYOUT="--layout 8x32h8k8"; TB=48; DATA=$(every_file) ;;
   brief|brieft|briefm) INIT=$S/pack11; W=$S/wbr; SUMS=.gpu/p11.sha256; KL=1; ALIGN=$(reward_args 1)
-                   if [ "${ON_POLICY:-}" = 0 ]; then ALIGN="--align --answer-only"; fi   # the teacher's answers alone
-                   LAYOUT="--layout 8x32h8"; TB=48; DATA=$S/chat9s.u16 ;;
+                   LAYOUT="--layout 8x32h8"; TB=48; DATA=$S/short9.u16 ;;
   deep|deept|deepm) W=$S/wd; SUMS=""; ALIGN="--align"; KL=1; LAYOUT="--layout 12x20"; TB=48
                    DATA=$(every_file) ;;
 esac

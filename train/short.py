@@ -17,29 +17,25 @@ import os
 import sys
 
 import numpy as np
+import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import model as fm  # noqa: E402
-from train import ANSWER_HEADER, split_held  # noqa: E402
+from train import answer_mask, split_held  # noqa: E402
 
 
 def conversations(d):
-    """(start, end) of each conversation of a flat stream that starts at a conversation's start:
-    one starts wherever the stream's first two tokens (`<|im_start|>system`) recur. The last one
-    may be cut where split_held's tail begins; main() drops it."""
+    """(start, end) of each whole conversation of a flat stream that starts at a conversation's
+    start: one starts wherever the stream's first two tokens (`<|im_start|>system`) recur, and
+    the piece after the last start is left out (split_held's tail may have cut it)."""
     s = np.flatnonzero((d[:-1] == d[0]) & (d[1:] == d[1]))
-    return list(zip(s, list(s[1:]) + [len(d)]))
+    return list(zip(s[:-1], s[1:]))
 
 
-def answer_length(c):
-    """Tokens of the conversation's answer before its `<|im_end|>`; None without an answer."""
-    k = len(ANSWER_HEADER)
-    hdr = np.flatnonzero(np.all([c[i:len(c) - k + 1 + i] == t for i, t in enumerate(ANSWER_HEADER)], 0))
-    if len(hdr) != 1:
-        return None
-    a = hdr[0] + k
-    ends = np.flatnonzero(c[a:] == fm.EOS_ID)
-    return int(ends[0]) if len(ends) else None
+def answer_tokens(d):
+    """(len(d) + 1,) running count of d's answer tokens, `<|im_end|>` included, as training
+    marks them (train.answer_mask): tokens s..e-1 hold count[e] - count[s] of them."""
+    m = answer_mask(torch.from_numpy(d[None].astype(np.int64)))[0].numpy()   # label t + 1
+    return np.concatenate([[0, 0], np.cumsum(m)])
 
 
 def main():
@@ -55,16 +51,16 @@ def main():
     if a.max_answer >= a.cap:
         sys.exit(f"--max-answer {a.max_answer} must be under --cap {a.cap}: an answer of {a.cap} tokens was cut")
     head, _ = split_held(np.fromfile(a.data, dtype=np.uint16), a.holdout)
+    count = answer_tokens(head)
     kept, n_conv, lens = [], 0, []
     for s, e in conversations(head):
-        c = head[s:e]
-        n = answer_length(c)
-        if n is None:
+        n = count[e] - count[s] - 1   # its answer's tokens before `<|im_end|>`; -1: none
+        if n < 0:
             continue
         n_conv += 1
         lens.append(n)
-        if a.min_answer <= n <= a.max_answer and e < len(head):   # the head's last piece may be cut short
-            kept.append(c)
+        if a.min_answer <= n <= a.max_answer:
+            kept.append(head[s:e])
     if not kept:
         sys.exit(f"{a.data}: no answer of {a.min_answer}..{a.max_answer} tokens in {n_conv} conversations")
     out = np.concatenate(kept)
