@@ -1,0 +1,52 @@
+"""Average packs trained from one start (a "model soup"): train/soup.py OUT PACK PACK [PACK ...]
+
+Runs trained from the same weights stay in one basin, expert for expert (no run permutes the
+experts of another), so their element-wise mean is a model of the same layout. Every tensor of
+every pack is averaged, the MTP block's too; the packs must hold the same tensors, shapes and
+experts per token, or nothing is written. Runs on the CPU in seconds.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from export import pack_top_k, unpack  # noqa: E402
+from train import write_pack  # noqa: E402
+
+
+def soup(packs):
+    """The element-wise mean of the packs' state dicts; SystemExit naming the pack and tensor
+    where they differ in keys or shape."""
+    first = unpack(packs[0])
+    if not first:
+        raise SystemExit(f"{packs[0]}: no pack-*.safetensors in it")
+    total = {k: v.double() for k, v in first.items()}
+    for p in packs[1:]:
+        sd = unpack(p)
+        if not sd:
+            raise SystemExit(f"{p}: no pack-*.safetensors in it")
+        if sd.keys() != first.keys():
+            diff = sorted(sd.keys() ^ first.keys())[:3]
+            raise SystemExit(f"{p}: its tensors differ from {packs[0]}'s, e.g. {diff}")
+        for k, v in sd.items():
+            if v.shape != first[k].shape:
+                raise SystemExit(f"{p}: tensor {k} is {tuple(v.shape)}, {packs[0]} has {tuple(first[k].shape)}")
+            total[k] += v.double()
+    return {k: (v / len(packs)).float() for k, v in total.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("packs", nargs="+")
+    a = ap.parse_args()
+    if len(a.packs) < 2:
+        raise SystemExit("a soup needs two packs or more")
+    ks = {p: pack_top_k(p) for p in a.packs}
+    if len(set(ks.values())) > 1:
+        raise SystemExit(f"the packs route different experts per token: {ks}")
+    write_pack(soup(a.packs), a.out, top_k=ks[a.packs[0]])
+
+
+if __name__ == "__main__":
+    main()
