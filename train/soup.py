@@ -16,21 +16,21 @@ from train import write_pack  # noqa: E402
 
 def soup(packs):
     """The element-wise mean of the packs' state dicts; SystemExit naming the pack and tensor
-    where they differ in keys or shape."""
-    first = unpack(packs[0])
-    if not first:
-        raise SystemExit(f"{packs[0]}: no pack-*.safetensors in it")
-    total = {k: v.double() for k, v in first.items()}
-    for p in packs[1:]:
+    where one holds no pack files or differs from the first in keys or shape."""
+    total = {}
+    for p in packs:
         sd = unpack(p)
         if not sd:
             raise SystemExit(f"{p}: no pack-*.safetensors in it")
-        if sd.keys() != first.keys():
-            diff = sorted(sd.keys() ^ first.keys())[:3]
+        if not total:
+            total = {k: v.double() for k, v in sd.items()}
+            continue
+        if sd.keys() != total.keys():
+            diff = sorted(sd.keys() ^ total.keys())[:3]
             raise SystemExit(f"{p}: its tensors differ from {packs[0]}'s, e.g. {diff}")
         for k, v in sd.items():
-            if v.shape != first[k].shape:
-                raise SystemExit(f"{p}: tensor {k} is {tuple(v.shape)}, {packs[0]} has {tuple(first[k].shape)}")
+            if v.shape != total[k].shape:
+                raise SystemExit(f"{p}: tensor {k} is {tuple(v.shape)}, {packs[0]} has {tuple(total[k].shape)}")
             total[k] += v.double()
     return {k: (v / len(packs)).float() for k, v in total.items()}
 
