@@ -214,6 +214,10 @@ fi
 #           That loss, as a CPU pilot at batch 4 for 150 steps (2026-12-07, no device machine
 #           came), made the answers shorter and every relevance lower (the card's "Short,
 #           finished answers"); this stage, with the reward, is the test it could not be.
+#           Ran 2026-12-07 (400 steps, 11 passes over short9): not shipped; three answers in
+#           four end by themselves, but over their first 64 tokens they use the question no more
+#           on chat9 and less on the free-form and template questions (the card's "Stage 11's
+#           loss on short, finished answers").
 #   deep:   the 12-layer, 20-expert trunk (train.py --layout 12x20) from a seeded random init, on
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the

@@ -8,7 +8,8 @@ prompt_gain.py scores the teacher's answers (teacher forcing); this scores what 
 writes itself, the way a chat shows it. For the first N questions, each MODEL answers through
 llama.cpp's `llama-completion --jinja -cnv -st`, sampled as in the model card (temp 0.7, top-p
 0.9, repeat penalty 1.15, seed 1, 200 tokens; JUDGE_TEMP=T samples at another temperature,
-MODEL.gguf@T samples one model at T; JUDGE_SEEDS=1,2,3 answers each question once per seed).
+MODEL.gguf@T samples one model at T; JUDGE_SEEDS=1,2,3 answers each question once per seed;
+JUDGE_FIRST=K scores each answer's first K tokens alone, below).
 The teacher then scores each answer after its own question and after another of the N
 questions (prompt_gain.py's derangement): relevance = NLL_teacher(answer | other) - NLL_teacher(answer | own), nats per
 answer token. An answer that ignores its question scores about 0; the teacher's own answers,
@@ -44,6 +45,11 @@ LLAMA = os.path.join(os.environ.get("STRATA_LLAMA_CPP_DIR",
 # two temperatures
 TEMP = os.environ.get("JUDGE_TEMP", "0.7")
 SEEDS = [s.strip() for s in os.environ.get("JUDGE_SEEDS", "1").split(",") if s.strip()]
+# JUDGE_FIRST=K scores each answer's first K tokens alone. Relevance is a mean per token and
+# flash-mini's use of the question fades along an answer, so a model that answers shorter
+# scores higher without using the question more; at one K the models are compared like for like
+# (an answer shorter than K is scored whole). The answers and their lengths are the same.
+FIRST = int(os.environ.get("JUDGE_FIRST", "0")) or None
 
 
 def sampling(temp, seed):
@@ -134,7 +140,8 @@ def main():
             answers[m][seed] = [answer(m, q, os.path.join(d, hashlib.sha1(q.encode()).hexdigest()[:16] + ".txt"),
                                        seed) for q in qs]
     judge = load(teacher)
-    print(f"{len(qs)} questions from {data}, judged by {os.path.basename(teacher)}, sampling seeds {','.join(SEEDS)}")
+    print(f"{len(qs)} questions from {data}, judged by {os.path.basename(teacher)}, sampling seeds {','.join(SEEDS)}"
+          + (f", each answer's first {FIRST} tokens scored" if FIRST else ""))
     rel, size = {}, {}   # model -> (seeds, questions) relevance; (questions,) shortest answer
     for m in models:
         own, gain, n = [], [], []   # each (seeds, questions)
@@ -148,9 +155,10 @@ def main():
                     continue
                 o = answer_nll(judge, tok, qs[i], a)
                 w = answer_nll(judge, tok, qs[wrong[i]], a)
+                n_s.append(len(o))
+                o, w = o[:FIRST], w[:FIRST]
                 o_s.append(o.mean())
                 g_s.append((w - o).mean())
-                n_s.append(len(o))
             own.append(o_s)
             gain.append(g_s)
             n.append(n_s)
