@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A pack that came back from the GPU, judged the way the model card judges a stage, in one go:
 # export, convert (trunk with MTP, and the MTP-only sidecar), Q4_K_M with the HC tensors BF16,
-# perplexity on the two held texts, the teacher's relevance verdict on both question files, and
+# perplexity on the two held texts, the teacher's relevance verdict on both question files (over
+# whole answers and over their first 64 tokens, where shorter answers gain nothing), and
 # MTP acceptance through llama.cpp's draft-mtp path. Nothing here trains.
 #   train/evaluate.sh PACKDIR OUTDIR [N_TEMPLATE]
 # env: PY (the train venv's python), LC (llama.cpp 11434's source), TOK (SmolLM2's tokenizer

@@ -8,8 +8,7 @@ prompt_gain.py scores the teacher's answers (teacher forcing); this scores what 
 writes itself, the way a chat shows it. For the first N questions, each MODEL answers through
 llama.cpp's `llama-completion --jinja -cnv -st`, sampled as in the model card (temp 0.7, top-p
 0.9, repeat penalty 1.15, seed 1, 200 tokens; JUDGE_TEMP=T samples at another temperature,
-MODEL.gguf@T samples one model at T; JUDGE_SEEDS=1,2,3 answers each question once per seed;
-JUDGE_FIRST=K scores each answer's first K tokens alone, below).
+MODEL.gguf@T samples one model at T; JUDGE_SEEDS=1,2,3 answers each question once per seed).
 The teacher then scores each answer after its own question and after another of the N
 questions (prompt_gain.py's derangement): relevance = NLL_teacher(answer | other) - NLL_teacher(answer | own), nats per
 answer token. An answer that ignores its question scores about 0; the teacher's own answers,
@@ -45,11 +44,12 @@ LLAMA = os.path.join(os.environ.get("STRATA_LLAMA_CPP_DIR",
 # two temperatures
 TEMP = os.environ.get("JUDGE_TEMP", "0.7")
 SEEDS = [s.strip() for s in os.environ.get("JUDGE_SEEDS", "1").split(",") if s.strip()]
-# JUDGE_FIRST=K scores each answer's first K tokens alone. Relevance is a mean per token and
-# flash-mini's use of the question fades along an answer, so a model that answers shorter
-# scores higher without using the question more; at one K the models are compared like for like
-# (an answer shorter than K is scored whole). The answers and their lengths are the same.
-FIRST = int(os.environ.get("JUDGE_FIRST", "0")) or None
+# Relevance is a mean per answer token and flash-mini's use of the question fades along an
+# answer, so a model that answers shorter scores higher without using the question more. Every
+# figure is also given over each answer's first FIRST tokens alone (an answer shorter than that
+# whole), where models of any answer length are read over the same stretch (docs/flash-mini.md,
+# "Stage 11's loss on short, finished answers"). JUDGE_FIRST=K sets it.
+FIRST = int(os.environ.get("JUDGE_FIRST", "64"))
 
 
 def sampling(temp, seed):
@@ -117,6 +117,21 @@ def echo_signs(tok, content, question, answer):
     return share, (again / len(grams) if grams else 0.0)
 
 
+def paired(name, ds):
+    """Print a paired difference, ds (seeds, questions), over questions and, with several seeds,
+    by seed; return its per-question mean over seeds."""
+    d = ds.mean(0)
+    print(f"{name}: {d.mean():+.3f} ± {d.std(ddof=1) / np.sqrt(len(d)):.3f} (paired)")
+    if len(SEEDS) > 1:
+        # every question is sampled with the same seed, so one seed's draw moves all of a
+        # model's answers together: the spread of these is the error to read, not the ± above
+        per_seed = ds.mean(1)
+        print(f"{name}: by seed " + ", ".join(f"{s} {x:+.3f}" for s, x in zip(SEEDS, per_seed))
+              + f"; mean {per_seed.mean():+.3f} ± {per_seed.std(ddof=1) / np.sqrt(len(per_seed)):.3f}"
+              " over seeds (paired)")
+    return d
+
+
 def questions(src, tok, n):
     if src.endswith(".txt"):
         return [s.strip() for s in open(src) if s.strip() and not s.startswith("#")][:n]
@@ -140,29 +155,33 @@ def main():
             answers[m][seed] = [answer(m, q, os.path.join(d, hashlib.sha1(q.encode()).hexdigest()[:16] + ".txt"),
                                        seed) for q in qs]
     judge = load(teacher)
-    print(f"{len(qs)} questions from {data}, judged by {os.path.basename(teacher)}, sampling seeds {','.join(SEEDS)}"
-          + (f", each answer's first {FIRST} tokens scored" if FIRST else ""))
-    rel, size = {}, {}   # model -> (seeds, questions) relevance; (questions,) shortest answer
+    print(f"{len(qs)} questions from {data}, judged by {os.path.basename(teacher)}, sampling seeds {','.join(SEEDS)}")
+    # model -> (seeds, questions) relevance, over whole answers and over their first FIRST tokens;
+    # (questions,) shortest answer
+    rel, rel_first, size = {}, {}, {}
     for m in models:
-        own, gain, n = [], [], []   # each (seeds, questions)
+        own, gain, first, n = [], [], [], []   # each (seeds, questions)
         for seed in SEEDS:
-            o_s, g_s, n_s = [], [], []
+            o_s, g_s, f_s, n_s = [], [], [], []
             for i, a in enumerate(answers[m][seed]):
                 if not a:   # an empty answer has nothing to score; it counts as irrelevant
                     o_s.append(np.nan)
                     g_s.append(0.0)
+                    f_s.append(0.0)
                     n_s.append(0)
                     continue
                 o = answer_nll(judge, tok, qs[i], a)
                 w = answer_nll(judge, tok, qs[wrong[i]], a)
-                n_s.append(len(o))
-                o, w = o[:FIRST], w[:FIRST]
                 o_s.append(o.mean())
                 g_s.append((w - o).mean())
+                f_s.append((w[:FIRST] - o[:FIRST]).mean())
+                n_s.append(len(o))
             own.append(o_s)
             gain.append(g_s)
+            first.append(f_s)
             n.append(n_s)
         gain = rel[m] = np.array(gain)
+        first = rel_first[m] = np.array(first)
         n = np.array(n)
         g = gain.mean(0)            # a question's relevance: the mean over its answers
         k = size[m] = n.min(0)      # its shortest answer, for the length-matched pairs below
@@ -173,6 +192,9 @@ def main():
               f" {np.nanmean(own):.3f}; {sum(not a for a in every)} empty")
         if len(SEEDS) > 1:
             print(f"{label(m)}: relevance by seed " + ", ".join(f"{s} {x:.3f}" for s, x in zip(SEEDS, gain.mean(1))))
+        print(f"{label(m)}: relevance over each answer's first {FIRST} tokens {first.mean():.3f}"
+              + (" (by seed " + ", ".join(f"{s} {x:.3f}" for s, x in zip(SEEDS, first.mean(1))) + ")"
+                 if len(SEEDS) > 1 else ""))
         # a per-token mean over a piece of the question echoed back scores far above any real
         # answer: the short ones are counted, and the relevance of the others given apart
         print(f"{label(m)}: answers {n.mean():.0f} tokens on average (median {np.median(n):.0f}), "
@@ -184,21 +206,12 @@ def main():
               f"repeated word 3-grams {again * 100:.1f}%")
     # the same questions for every model, so a difference between two models is paired
     for m in models[1:]:
-        ds = rel[m] - rel[models[0]]   # (seeds, questions)
-        d = ds.mean(0)
-        print(f"{label(m)} - {label(models[0])}: {d.mean():+.3f} ± "
-              f"{d.std(ddof=1) / np.sqrt(len(d)):.3f} (paired)")
-        if len(SEEDS) > 1:
-            # every question is sampled with the same seed, so one seed's draw moves all of a
-            # model's answers together: the spread of these is the error to read, not the ± above
-            per_seed = ds.mean(1)
-            print(f"{label(m)} - {label(models[0])}: by seed "
-                  + ", ".join(f"{s} {x:+.3f}" for s, x in zip(SEEDS, per_seed))
-                  + f"; mean {per_seed.mean():+.3f} ± {per_seed.std(ddof=1) / np.sqrt(len(per_seed)):.3f}"
-                  " over seeds (paired)")
+        pair = f"{label(m)} - {label(models[0])}"
+        d = paired(pair, rel[m] - rel[models[0]])
+        paired(f"{pair}, each answer's first {FIRST} tokens", rel_first[m] - rel_first[models[0]])
         both = (size[m] >= SHORT) & (size[models[0]] >= SHORT)
         d = d[both]
-        print(f"{label(m)} - {label(models[0])}, the {both.sum()} questions both answered in {SHORT} "
+        print(f"{pair}, the {both.sum()} questions both answered in {SHORT} "
               f"tokens or more: {d.mean():+.3f} ± {d.std(ddof=1) / np.sqrt(len(d)):.3f} (paired)")
 
 
