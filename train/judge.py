@@ -117,6 +117,11 @@ def echo_signs(tok, content, question, answer):
     return share, (again / len(grams) if grams else 0.0)
 
 
+def by_seed(xs, fmt=".3f"):
+    """'1 x1, 2 x2, ...': one figure per sampling seed."""
+    return ", ".join(f"{s} {x:{fmt}}" for s, x in zip(SEEDS, xs))
+
+
 def paired(name, ds):
     """Print a paired difference, ds (seeds, questions), over questions and, with several seeds,
     by seed; return its per-question mean over seeds."""
@@ -126,8 +131,8 @@ def paired(name, ds):
         # every question is sampled with the same seed, so one seed's draw moves all of a
         # model's answers together: the spread of these is the error to read, not the ± above
         per_seed = ds.mean(1)
-        print(f"{name}: by seed " + ", ".join(f"{s} {x:+.3f}" for s, x in zip(SEEDS, per_seed))
-              + f"; mean {per_seed.mean():+.3f} ± {per_seed.std(ddof=1) / np.sqrt(len(per_seed)):.3f}"
+        print(f"{name}: by seed {by_seed(per_seed, '+.3f')}"
+              f"; mean {per_seed.mean():+.3f} ± {per_seed.std(ddof=1) / np.sqrt(len(per_seed)):.3f}"
               " over seeds (paired)")
     return d
 
@@ -191,10 +196,9 @@ def main():
               f"mean), > 0.1 for {(g > 0.1).mean() * 100:.0f}% of the {'questions' if len(SEEDS) > 1 else 'answers'}; teacher NLL of the answers"
               f" {np.nanmean(own):.3f}; {sum(not a for a in every)} empty")
         if len(SEEDS) > 1:
-            print(f"{label(m)}: relevance by seed " + ", ".join(f"{s} {x:.3f}" for s, x in zip(SEEDS, gain.mean(1))))
+            print(f"{label(m)}: relevance by seed {by_seed(gain.mean(1))}")
         print(f"{label(m)}: relevance over each answer's first {FIRST} tokens {first.mean():.3f}"
-              + (" (by seed " + ", ".join(f"{s} {x:.3f}" for s, x in zip(SEEDS, first.mean(1))) + ")"
-                 if len(SEEDS) > 1 else ""))
+              + (f" (by seed {by_seed(first.mean(1))})" if len(SEEDS) > 1 else ""))
         # a per-token mean over a piece of the question echoed back scores far above any real
         # answer: the short ones are counted, and the relevance of the others given apart
         print(f"{label(m)}: answers {n.mean():.0f} tokens on average (median {np.median(n):.0f}), "

@@ -20,14 +20,14 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train import answer_mask, split_held  # noqa: E402
+from train import answer_mask, conversation_starts, split_held  # noqa: E402
 
 
 def conversations(d):
     """(start, end) of each whole conversation of a flat stream that starts at a conversation's
     start: one starts wherever the stream's first two tokens (`<|im_start|>system`) recur, and
     the piece after the last start is left out (split_held's tail may have cut it)."""
-    s = np.flatnonzero((d[:-1] == d[0]) & (d[1:] == d[1]))
+    s = conversation_starts(d, d[:2])
     return list(zip(s[:-1], s[1:]))
 
 

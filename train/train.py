@@ -41,6 +41,12 @@ def split_held(d, share):
     return d[:len(d) - n_hold], d[len(d) - n_hold:]
 
 
+def conversation_starts(d, mark):
+    """Where each conversation of a flat token stream starts: every place the pair `mark` (the
+    stream's first two tokens, `<|im_start|>system`) occurs."""
+    return np.flatnonzero((d[:-1] == mark[0]) & (d[1:] == mark[1]))
+
+
 def sample(teacher, tok, users, dev, max_new, temp):
     """The teacher's sampled replies to user turns: (prompt ids, reply ids without <|im_end|>)."""
     texts = [tok.apply_chat_template([{"role": "user", "content": u}], tokenize=False,
@@ -156,7 +162,7 @@ class Batches:
                              f"of {paths}")
 
     def _starts(self, d, mark):
-        s = np.flatnonzero((d[:-1] == mark[0]) & (d[1:] == mark[1]))
+        s = conversation_starts(d, mark)
         return s[s < len(d) - self.seq - 1]
 
     def get(self, device, hold=False):
