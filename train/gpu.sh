@@ -197,6 +197,9 @@ fi
 #           OP_MAX_QWORDS=0.25 (any reward stage) also zeroes the reward of an answer whose
 #           words are over 25% its question's (train.py question_share; the teacher's own
 #           sampled answers in chat9: mean 11%, 90th percentile 22%), which the judge pays for.
+#           With OP_KL_W=1 for a session (STEPS=650): ran 2026-12-07 (617 steps), not shipped;
+#           a fifth fewer question words in the answers and every relevance below stage 11's at
+#           three seeds (the card's "The reward guarded on the question's words").
 #   top8:   reward11 at OP_KL_W=1 (stage 11's own loss from its file) with 8 experts routed per
 #           token instead of 4 (--layout 8x32h8k8; the issue allows top 4-8): the same file size,
 #           about twice the routed expert units each token runs (768 beside the shared 512). Its

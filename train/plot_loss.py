@@ -4,7 +4,7 @@
 
 Left: the trunk over all the tokens it has seen, stage by stage (each stage's history counts
 its tokens from zero, so they are laid end to end; stages 8 and 9 both start from stage 7,
-stage 10, the grown 12-layer trunk and the 8x32h8 one from stage 9, answer-only from the grown one, own answers from the 8x32h8 one, the reward from stage 11 on the fresh chat9 (at top 8 too, and on its short answers alone); stage 7's windows start at conversation starts, its held-out CE too, so
+stage 10, the grown 12-layer trunk and the 8x32h8 one from stage 9, answer-only from the grown one, own answers from the 8x32h8 one, the reward from stage 11 on the fresh chat9 (at top 8 too, on its short answers alone, and with the question-word guard); stage 7's windows start at conversation starts, its held-out CE too, so
 it reads lower than stage 6's on the same weights). Middle: the MTP block's CE per depth (stages 3-4, trained on
 the teacher's text). Right: stages 5-10 and the grown trunk's, trained on the trunk's own distribution: held-out
 top-1 agreement with the trunk and the mean run of agreeing chained drafts (train.py's
@@ -42,7 +42,8 @@ def main():
                         ("trunk_reward11k1.json", "stage 11 + reward, KL x1 (not shipped)"),
                         ("trunk_reward11lr.json", "stage 11 + reward, lr 5e-5 (not shipped)"),
                         ("trunk_top8.json", "stage 11 + reward, top 8 (not shipped)"),
-                        ("trunk_brief.json", "stage 11 + reward, short9 (not shipped)")]:
+                        ("trunk_brief.json", "stage 11 + reward, short9 (not shipped)"),
+                        ("trunk_qwords.json", "stage 11 + reward, question-word guard (not shipped)")]:
         h = load(d, name)
         if not h:
             continue
@@ -76,7 +77,7 @@ def main():
                       ("mtp_onpol.json", "C1"), ("mtp_reward.json", "C2"), ("mtp_guard.json", "k"),
                       ("mtp_reward11.json", "grey"), ("mtp_reward11k1.json", "olive"),
                       ("mtp_reward11lr.json", "teal"), ("mtp_top8.json", "navy"),
-                      ("mtp_brief.json", "maroon")]:
+                      ("mtp_brief.json", "maroon"), ("mtp_qwords.json", "purple")]:
         h = load(d, name)
         st = name[4:-5].replace("_", " ")
         c.plot([r["step"] for r in h], [r["held_accepted"] for r in h], color=col, label=f"{st}: agreeing run")
