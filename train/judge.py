@@ -21,7 +21,9 @@ Beside it: each model's answer length in tokens, how many answers are under 16 t
 relevance of the others alone. A piece of the question echoed back and nothing else (what a
 model trained on this very measure learned: docs/flash-mini.md, "A reward for using the
 question") is nearly free for the teacher after its own question, so it scores 2-5 nats a token
-where real answers score 0.1-0.5.
+where real answers score 0.1-0.5. Every relevance and pair is also given with the answer tokens
+that start one of the question's own words left out (not_echo): the teacher pays for those
+whether or not the answer uses the question.
 """
 import hashlib
 import os
@@ -117,6 +119,17 @@ def echo_signs(tok, content, question, answer):
     return share, (again / len(grams) if grams else 0.0)
 
 
+def not_echo(tok, content, question, answer):
+    """(answer tokens as answer_nll scores them,) bool: False where the token starts one of the
+    question's own words (content_tokens, as question_share counts them). The relevance pays for
+    the question's words whether or not the answer uses the question; over the rest it reads
+    what the answer says of its own (docs/flash-mini.md, "The reward guarded on the question's
+    words")."""
+    asked = content.intersection(tok(question, add_special_tokens=False).input_ids)
+    ids = tok(answer + "<|im_end|>", add_special_tokens=False).input_ids
+    return np.array([t not in asked for t in ids])
+
+
 def by_seed(xs, fmt=".3f"):
     """'1 x1, 2 x2, ...': one figure per sampling seed."""
     return ", ".join(f"{s} {x:{fmt}}" for s, x in zip(SEEDS, xs))
@@ -163,30 +176,36 @@ def main():
     print(f"{len(qs)} questions from {data}, judged by {os.path.basename(teacher)}, sampling seeds {','.join(SEEDS)}")
     # model -> (seeds, questions) relevance, over whole answers and over their first FIRST tokens;
     # (questions,) shortest answer
-    rel, rel_first, size = {}, {}, {}
+    # and over the answer tokens that do not start one of the question's words
+    rel, rel_first, rel_rest, size = {}, {}, {}, {}
     for m in models:
-        own, gain, first, n = [], [], [], []   # each (seeds, questions)
+        own, gain, first, rest, n = [], [], [], [], []   # each (seeds, questions)
         for seed in SEEDS:
-            o_s, g_s, f_s, n_s = [], [], [], []
+            o_s, g_s, f_s, r_s, n_s = [], [], [], [], []
             for i, a in enumerate(answers[m][seed]):
                 if not a:   # an empty answer has nothing to score; it counts as irrelevant
                     o_s.append(np.nan)
                     g_s.append(0.0)
                     f_s.append(0.0)
+                    r_s.append(0.0)
                     n_s.append(0)
                     continue
                 o = answer_nll(judge, tok, qs[i], a)
                 w = answer_nll(judge, tok, qs[wrong[i]], a)
+                keep = not_echo(tok, content, qs[i], a)
                 o_s.append(o.mean())
                 g_s.append((w - o).mean())
                 f_s.append((w[:FIRST] - o[:FIRST]).mean())
+                r_s.append((w - o)[keep].mean() if keep.any() else 0.0)
                 n_s.append(len(o))
             own.append(o_s)
             gain.append(g_s)
             first.append(f_s)
+            rest.append(r_s)
             n.append(n_s)
         gain = rel[m] = np.array(gain)
         first = rel_first[m] = np.array(first)
+        rest = rel_rest[m] = np.array(rest)
         n = np.array(n)
         g = gain.mean(0)            # a question's relevance: the mean over its answers
         k = size[m] = n.min(0)      # its shortest answer, for the length-matched pairs below
@@ -199,6 +218,8 @@ def main():
             print(f"{label(m)}: relevance by seed {by_seed(gain.mean(1))}")
         print(f"{label(m)}: relevance over each answer's first {FIRST} tokens {first.mean():.3f}"
               + (f" (by seed {by_seed(first.mean(1))})" if len(SEEDS) > 1 else ""))
+        print(f"{label(m)}: relevance without the question's words (the tokens that start one left out) "
+              f"{rest.mean():.3f}" + (f" (by seed {by_seed(rest.mean(1))})" if len(SEEDS) > 1 else ""))
         # a per-token mean over a piece of the question echoed back scores far above any real
         # answer: the short ones are counted, and the relevance of the others given apart
         print(f"{label(m)}: answers {n.mean():.0f} tokens on average (median {np.median(n):.0f}), "
@@ -213,6 +234,7 @@ def main():
         pair = f"{label(m)} - {label(models[0])}"
         d = paired(pair, rel[m] - rel[models[0]])
         paired(f"{pair}, each answer's first {FIRST} tokens", rel_first[m] - rel_first[models[0]])
+        paired(f"{pair}, without the question's words", rel_rest[m] - rel_rest[models[0]])
         both = (size[m] >= SHORT) & (size[models[0]] >= SHORT)
         d = d[both]
         print(f"{pair}, the {both.sum()} questions both answered in {SHORT} "
