@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from prompt_gain import answer_nll, held_conversations, load  # noqa: E402
+from prompt_gain import answer_ids, answer_nll, held_conversations, load  # noqa: E402
 from train import SHORT  # noqa: E402  (answer tokens: one shorter is counted apart, below)
 from train import answer_mask, content_tokens, question_share  # noqa: E402
 
@@ -126,8 +126,7 @@ def not_echo(tok, content, question, answer):
     what the answer says of its own (docs/flash-mini.md, "The reward guarded on the question's
     words")."""
     asked = content.intersection(tok(question, add_special_tokens=False).input_ids)
-    ids = tok(answer + "<|im_end|>", add_special_tokens=False).input_ids
-    return np.array([t not in asked for t in ids])
+    return np.array([t not in asked for t in answer_ids(tok, answer)])
 
 
 def by_seed(xs, fmt=".3f"):
@@ -174,9 +173,8 @@ def main():
                                        seed) for q in qs]
     judge = load(teacher)
     print(f"{len(qs)} questions from {data}, judged by {os.path.basename(teacher)}, sampling seeds {','.join(SEEDS)}")
-    # model -> (seeds, questions) relevance, over whole answers and over their first FIRST tokens;
-    # (questions,) shortest answer
-    # and over the answer tokens that do not start one of the question's words
+    # model -> (seeds, questions) relevance: over whole answers, over their first FIRST tokens and
+    # over the answer tokens that do not start one of the question's words; (questions,) shortest answer
     rel, rel_first, rel_rest, size = {}, {}, {}, {}
     for m in models:
         own, gain, first, rest, n = [], [], [], [], []   # each (seeds, questions)

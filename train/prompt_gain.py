@@ -45,10 +45,15 @@ def load(path):
     return Qwen4ExpForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
 
 
+def answer_ids(tok, a):
+    """The answer's tokens as answer_nll scores them: its text and the `<|im_end|>` that ends it."""
+    return tok(a + "<|im_end|>", add_special_tokens=False).input_ids
+
+
 def answer_nll(m, tok, q, a):
     p = tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
     pi = tok(p, add_special_tokens=False).input_ids
-    ai = tok(a + "<|im_end|>", add_special_tokens=False).input_ids
+    ai = answer_ids(tok, a)
     x = torch.tensor([pi + ai])
     with torch.no_grad():
         logits = m(input_ids=x, use_cache=False).logits[0, len(pi) - 1:-1].float()
