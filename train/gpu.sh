@@ -214,6 +214,10 @@ fi
 #           tokens. The teacher's answers run to a median of 205 tokens and 28% are cut at 320,
 #           while flash-mini leaves its question after about 64.
 #           ON_POLICY=0 (reward_args, any reward stage): answer-only CE + KL, no own answers, no reward.
+#           OP_CACHE=1 (any reward stage): own answers sampled through the model's cache
+#           (train.py --op-cache, cached_decode), checked against the loop without it on the
+#           first sampling run (cache_check; the run stops if they differ); with it a sampling
+#           run's time no longer grows with the prefixes, so OP_BATCHES can be raised.
 #           That loss, as a CPU pilot at batch 4 for 150 steps (2026-12-07, no device machine
 #           came), made the answers shorter and every relevance lower (the card's "Short,
 #           finished answers"); this stage, with the reward, is the test it could not be.
@@ -232,7 +236,7 @@ reward_args() {   # reward_args KL_W: train.py's guarded-reward arguments, the t
   echo "--align --answer-only --on-policy ${ON_POLICY:-2} --op-new ${OP_NEW:-192} --op-batches ${OP_BATCHES:-4}" \
        "--op-reward ${OP_REWARD:-0.3} --op-min-len ${OP_MIN_LEN:-16} --op-rel-cap ${OP_REL_CAP:-1}" \
        "--op-max-copy ${OP_MAX_COPY:-0.3} --op-kl-w ${OP_KL_W:-$1}" \
-       "--op-max-qwords ${OP_MAX_QWORDS:-0} --tok $S/tok"
+       "--op-max-qwords ${OP_MAX_QWORDS:-0} --tok $S/tok${OP_CACHE:+ --op-cache}"
 }
 INIT=""; W=""; DATA=$S/chat.u16,$S/chat2.u16; LAYOUT=""; TB=64   # a stage of the table sets W
 case "$1" in

@@ -337,7 +337,7 @@ def guarded_reward(rel, size, copied, min_len, cap, max_copy, qshare=None, max_q
 
 
 @torch.no_grad()
-def own_answers(model, x, max_new, temp, gen):
+def own_answers(model, x, max_new, temp, gen, cache=False):
     """On-policy windows: each window's first question answered by the model itself.
 
     x (batch, seq) aligned windows -> (ids (b', n), mask (b', n - 1)): the window up to its first
@@ -346,12 +346,21 @@ def own_answers(model, x, max_new, temp, gen):
     header, or with too little room after it, are left out. No KV cache: every step runs the
     whole prefix (left-padded batches through the DeltaNet cache are a risk this avoids), and a
     row's later positions never reach its earlier ones, so rows of different lengths share the
-    buffer as they are.
+    buffer as they are. cache=True (`--op-cache`) samples the same way through the model's
+    cache instead (cached_decode, checked by cache_check).
     """
     m = answer_mask(x)                                   # (batch, seq - 1)
     start, _ = answer_span(m)                            # first answer token's position
     keep = m.any(-1) & (start + max_new <= x.shape[1])
     buf, start = x[keep].clone(), start[keep]            # (b', seq), (b',)
+    if cache:
+        was = model.training
+        model.eval()
+        pick = lambda k, logits: torch.multinomial(F.softmax(logits / temp, -1), 1, generator=gen)[:, 0]
+        with torch.no_grad():   # the cache would otherwise keep every step's graph alive
+            cur = cached_decode(model, buf, start, max_new, pick) if len(buf) else start
+        model.train(was)
+        return answer_rows(buf, start, cur)
     rows = torch.arange(len(buf), device=x.device)
     cur, done = start.clone(), torch.zeros(len(buf), dtype=torch.bool, device=x.device)
     was = model.training
@@ -368,9 +377,114 @@ def own_answers(model, x, max_new, temp, gen):
         if done.all():
             break
     model.train(was)
+    return answer_rows(buf, start, cur)
+
+
+def answer_rows(buf, start, cur):
+    """Sampled rows buf (b, seq), each answer from start to cur (b,) -> own_answers' (ids, mask)."""
     n = int(cur.max()) if len(buf) else 0
-    pos = torch.arange(max(n - 1, 0), device=x.device)[None]
+    pos = torch.arange(max(n - 1, 0), device=buf.device)[None]
     return buf[:, :n], (pos >= start[:, None] - 1) & (pos < cur[:, None] - 1)
+
+
+def cached_decode(model, buf, start, max_new, pick):
+    """own_answers' loop through the model's cache: each row's prefix buf[i, :start[i]] right-aligned
+    in one left-padded prefill (attention mask 0 and positions counted from the prefix's first
+    token, so a row computes what it computes alone), then one token a forward. pick(k, logits
+    (b, vocab) float) -> (b,) ids is the k-th token of every row. Writes the tokens into buf
+    (b, seq) in place, as own_answers' loop does, and returns cur (b,): each answer's end.
+
+    A forward costs one new token a row instead of the whole prefix, so a sampling run's time
+    no longer grows with its rows' length, and many more rows fit one run (--op-batches). The
+    padding is what the no-cache loop avoided: transformers zeroes a padded position's input to
+    a DeltaNet layer (its state then stays at zero) and masks it out of attention; cache_check
+    compares the two paths' log-probabilities on the same tokens, and the run stops if they differ."""
+    b, L = len(buf), int(start.max())
+    col = torch.arange(L, device=buf.device)[None]
+    shift = (L - start)[:, None]                                          # (b, 1) padding per row
+    ids = torch.where(col < shift, fm.EOS_ID, buf.gather(1, (col - shift).clamp(min=0)))   # (b, L)
+    att = (col >= shift).long()                                           # (b, L) 1 on the prefix
+    pos = (att.cumsum(-1) - 1).clamp(min=0)                               # (b, L) from 0 per row
+    out = model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True, logits_to_keep=1)
+    rows = torch.arange(b, device=buf.device)
+    cur, done = start.clone(), torch.zeros(b, dtype=torch.bool, device=buf.device)
+    last = start - 1                                                      # (b,) position of the last token fed
+    for k in range(max_new):
+        tok = pick(k, out.logits[:, -1].float())
+        live = ~done
+        buf[rows[live], cur[live]] = tok[live]
+        cur = cur + live.long()
+        done |= live & (tok == fm.EOS_ID)
+        if done.all() or k == max_new - 1:
+            break
+        att = torch.cat([att, att.new_ones((b, 1))], 1)
+        last = last + 1
+        out = model(input_ids=tok[:, None], attention_mask=att, position_ids=last[:, None],
+                    past_key_values=out.past_key_values, use_cache=True)
+    return cur
+
+
+# cache_check's limit on a row's mean KL between the two paths, nats a token. Measured on the CPU
+# with stage 11's weights over 8 rows (docs/flash-mini.md, "Sampling through the cache"): float32
+# 2e-8, bf16 1.6e-3 (bf16 against float32 in one full forward is that size too); the cache path
+# without its attention mask 1.9e-2
+CACHE_KL_MAX = 5e-3
+
+
+def cache_check(model, ids, mask, n=8):
+    """own_answers' rows (ids (b, len), mask (b, len - 1)) -> (max |difference|, the worst row's
+    mean KL, nats a token) between the log-probabilities of the first n rows' answer tokens
+    through cached_decode (fed the same tokens) and through one full forward without cache: zero
+    up to rounding when the cache path computes what the loop without it does."""
+    ids, mask = ids[:n], mask[:n]
+    start, size = answer_span(mask)                                       # (n,), (n,)
+    steps = int(size.max())
+    k = torch.arange(steps, device=ids.device)[None]
+    forced = ids.gather(1, (start[:, None] + k).clamp(max=ids.shape[1] - 1))   # (n, steps) the answers' tokens
+    got = []
+    def pick(j, logits):
+        got.append(F.log_softmax(logits, -1))
+        return forced[:, j]
+    was = model.training
+    model.eval()
+    with torch.no_grad():
+        cached_decode(model, ids.clone(), start, steps, pick)
+        full = F.log_softmax(model(input_ids=ids, use_cache=False).logits.float(), -1)   # (n, len, vocab)
+    model.train(was)
+    got = torch.stack(got, 1)                                             # (n, steps, vocab)
+    at = (start[:, None] - 1 + k).clamp(max=ids.shape[1] - 1)             # (n, steps) positions predicting them
+    ref = full.gather(1, at[..., None].expand(-1, -1, full.shape[-1]))    # (n, steps, vocab)
+    live = (k < size[:, None])[..., None]                                 # (n, steps, 1) answer steps
+    diff = ((got - ref).abs() * live).amax().item()
+    kl = ((ref.exp() * (ref - got)).sum(-1, keepdim=True) * live).sum((1, 2)) / live.sum((1, 2))   # (n,)
+    return diff, kl.max().item()
+
+
+def cmd_cache_check(a):
+    """The cached sampler against the loop without cache, on this machine: the same windows
+    answered both ways (seconds each), and cache_check on the cached answers, in float32 and
+    under bf16 autocast (the training runs' precision). One JSON line."""
+    dev = torch.device(a.device)
+    model = new_trunk(a).to(dev)
+    if a.init_pack:
+        fm.load_trunk(model, load_pack(a.init_pack))
+    data = Batches(a.data, a.seq, a.batch, a.seed, a.holdout, align=True)
+    x = torch.cat([data.get(dev) for _ in range(a.op_batches)])
+    res, answers = {"rows": len(x), "op_new": a.op_new}, []
+    for name, cache in (("full", False), ("cached", True)):
+        gen = torch.Generator(device=dev).manual_seed(a.seed)
+        t = time.time()
+        ids, mask = own_answers(model, x, a.op_new, a.op_temp, gen, cache)
+        res[f"{name}_s"] = round(time.time() - t, 2)
+        res[f"{name}_tokens"] = int(mask.sum())
+        answers.append([r[1:][m].tolist() for r, m in zip(ids, mask)])
+    # the same generator draws the same tokens where the two paths' probabilities agree
+    res["same_answers"] = sum(p == q for p, q in zip(*answers)) / max(1, len(answers[0]))
+    for name, on in (("f32", False), ("bf16", True)):
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=on):
+            diff, kl = cache_check(model, ids, mask, a.batch)
+        res[f"{name}_max_dlogp"], res[f"{name}_kl"] = round(diff, 5), kl
+    print(json.dumps(res))
 
 
 def lr_at(step, total, peak, warm):
@@ -430,6 +544,7 @@ def cmd_trunk(a):
         log(f"question-word guard: {len(content)} content tokens, an answer over "
             f"{a.op_max_qwords:.0%} of them from its question earns 0")
     gen = torch.Generator(device=dev).manual_seed(a.seed + 7919 + step)   # the on-policy samples'
+    cache_checked = False   # --op-cache: cache_check passed on the first sampling run
     op, queue = {}, []   # the last on-policy step's figures (logged with the next history line); own answers not yet trained on
     ce = kl = torch.zeros(())   # the last off-policy step's, likewise
     amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
@@ -447,7 +562,16 @@ def cmd_trunk(a):
                 # is nearly free; the next on-policy steps take its chunks in turn
                 xb = torch.cat([x] + [data.get(dev) for _ in range(a.op_batches - 1)])
                 with amp:
-                    xb, mb = own_answers(model, xb, a.op_new, a.op_temp, gen)
+                    xb, mb = own_answers(model, xb, a.op_new, a.op_temp, gen, a.op_cache)
+                    if a.op_cache and not cache_checked:
+                        # the cache path is checked on this machine, in this precision, before
+                        # any step trains on what it samples
+                        ck_diff, ck_kl = cache_check(model, xb, mb)
+                        log(f"cache check: max |d log p| {ck_diff:.4f}, worst row's mean KL {ck_kl:.2e} (limit {CACHE_KL_MAX:g})")
+                        if not ck_kl <= CACHE_KL_MAX:
+                            sys.exit(f"--op-cache: the cached sampler's log-probabilities differ from the "
+                                     f"full forward's (a row's mean KL {ck_kl:.2e} > {CACHE_KL_MAX:g}); run without it")
+                        cache_checked = True
                 queue = [(xb[i:i + a.batch], mb[i:i + a.batch]) for i in range(0, len(xb), a.batch)]
             if queue:
                 xs, gm = queue.pop(0)
@@ -627,7 +751,7 @@ def write_pack(sd, out_dir, only_mtp=False, top_k=fm.TOP_K):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("cmd", choices=["gen", "trunk", "mtp", "pack"])
+    p.add_argument("cmd", choices=["gen", "trunk", "mtp", "pack", "cache-check"])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--tiny", action="store_true", help="CPU smoke-test geometry")
     p.add_argument("--layout", default="", help="LAYERSxEXPERTS[hHEADS][wWIDTH][kTOPK] (model.parse_layout); export.py reads it off the pack")
@@ -663,6 +787,8 @@ def main():
     p.add_argument("--op-temp", type=float, default=0.7, help="on-policy: sampling temperature (the card's chat)")
     p.add_argument("--op-batches", type=int, default=1,
                    help="on-policy: batches answered per sampling run (their chunks feed the next on-policy steps)")
+    p.add_argument("--op-cache", action="store_true",
+                   help="on-policy: sample through the model's cache (cached_decode; checked on the first run)")
     p.add_argument("--op-reward", type=float, default=None,
                    help="on-policy: weight of the relevance reward (train.relevance; 0 logs it as op_rel only)")
     p.add_argument("--op-min-len", type=int, default=0,
@@ -688,7 +814,7 @@ def main():
             fm.parse_layout(a.layout)
         except ValueError as e:
             sys.exit(str(e))
-    {"gen": cmd_gen, "trunk": cmd_trunk, "mtp": cmd_mtp, "pack": cmd_pack}[a.cmd](a)
+    {"gen": cmd_gen, "trunk": cmd_trunk, "mtp": cmd_mtp, "pack": cmd_pack, "cache-check": cmd_cache_check}[a.cmd](a)
 
 
 if __name__ == "__main__":
