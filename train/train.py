@@ -462,19 +462,27 @@ def cache_check(model, ids, mask, n=8):
 
 def cmd_cache_check(a):
     """The cached sampler against the loop without cache, on this machine: the same windows
-    answered both ways (seconds each), and cache_check on the cached answers, in float32 and
-    under bf16 autocast (the training runs' precision). One JSON line."""
+    (--batch x --op-batches rows) answered both ways, timed, in the training runs' precision (bf16
+    autocast on a GPU, float32 on the CPU); then cache_check on the cached answers in float32
+    and under bf16 autocast. One JSON line."""
     dev = torch.device(a.device)
     model = new_trunk(a).to(dev)
     if a.init_pack:
         fm.load_trunk(model, load_pack(a.init_pack))
     data = Batches(a.data, a.seq, a.batch, a.seed, a.holdout, align=True)
     x = torch.cat([data.get(dev) for _ in range(a.op_batches)])
-    res, answers = {"rows": len(x), "op_new": a.op_new}, []
+    amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
+    res, answers = {"device": dev.type, "rows": len(x), "op_new": a.op_new}, []
     for name, cache in (("full", False), ("cached", True)):
-        gen = torch.Generator(device=dev).manual_seed(a.seed)
-        t = time.time()
-        ids, mask = own_answers(model, x, a.op_new, a.op_temp, gen, cache)
+        with amp:
+            own_answers(model, x[:2], 4, a.op_temp, torch.Generator(device=dev).manual_seed(0), cache)   # warm-up
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            gen = torch.Generator(device=dev).manual_seed(a.seed)
+            t = time.time()
+            ids, mask = own_answers(model, x, a.op_new, a.op_temp, gen, cache)
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
         res[f"{name}_s"] = round(time.time() - t, 2)
         res[f"{name}_tokens"] = int(mask.sum())
         answers.append([r[1:][m].tolist() for r, m in zip(ids, mask)])
@@ -482,7 +490,7 @@ def cmd_cache_check(a):
     res["same_answers"] = sum(p == q for p, q in zip(*answers)) / max(1, len(answers[0]))
     for name, on in (("f32", False), ("bf16", True)):
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=on):
-            diff, kl = cache_check(model, ids, mask, a.batch)
+            diff, kl = cache_check(model, ids, mask)
         res[f"{name}_max_dlogp"], res[f"{name}_kl"] = round(diff, 5), kl
     print(json.dumps(res))
 
