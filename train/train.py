@@ -343,41 +343,46 @@ def own_answers(model, x, max_new, temp, gen, cache=False):
     x (batch, seq) aligned windows -> (ids (b', n), mask (b', n - 1)): the window up to its first
     answer, then the model's own sample (temperature `temp`, up to `max_new` tokens, stopping after
     `<|im_end|>`); mask marks the positions whose next token is the model's. Rows without an answer
-    header, or with too little room after it, are left out. No KV cache: every step runs the
-    whole prefix (left-padded batches through the DeltaNet cache are a risk this avoids), and a
-    row's later positions never reach its earlier ones, so rows of different lengths share the
-    buffer as they are. cache=True (`--op-cache`) samples the same way through the model's
-    cache instead (cached_decode, checked by cache_check).
+    header, or with too little room after it, are left out. Sampled without a cache (full_decode),
+    or through the model's cache with cache=True (`--op-cache`: cached_decode, checked by
+    cache_check).
     """
     m = answer_mask(x)                                   # (batch, seq - 1)
     start, _ = answer_span(m)                            # first answer token's position
     keep = m.any(-1) & (start + max_new <= x.shape[1])
     buf, start = x[keep].clone(), start[keep]            # (b', seq), (b',)
-    if cache:
-        was = model.training
-        model.eval()
-        pick = lambda k, logits: torch.multinomial(F.softmax(logits / temp, -1), 1, generator=gen)[:, 0]
-        with torch.no_grad():   # the cache would otherwise keep every step's graph alive
-            cur = cached_decode(model, buf, start, max_new, pick) if len(buf) else start
-        model.train(was)
-        return answer_rows(buf, start, cur)
-    rows = torch.arange(len(buf), device=x.device)
-    cur, done = start.clone(), torch.zeros(len(buf), dtype=torch.bool, device=x.device)
+    pick = lambda k, logits: torch.multinomial(F.softmax(logits / temp, -1), 1, generator=gen)[:, 0]   # (b', vocab) float -> (b',)
     was = model.training
     model.eval()
-    for _ in range(max_new if len(buf) else 0):
-        n, keep_n = int(cur.max()), int(cur.max() - cur.min()) + 1   # the logits any row reads
-        logits = model(input_ids=buf[:, :n], use_cache=False, logits_to_keep=keep_n).logits   # (b', keep_n, vocab)
-        probs = F.softmax(logits[rows, cur - 1 - (n - keep_n)].float() / temp, -1)        # (b', vocab)
-        tok = torch.multinomial(probs, 1, generator=gen)[:, 0]
-        live = ~done
-        buf[rows[live], cur[live]] = tok[live]
-        cur = cur + live.long()
-        done |= live & (tok == fm.EOS_ID)
-        if done.all():
-            break
+    cur = (cached_decode if cache else full_decode)(model, buf, start, max_new, pick) if len(buf) else start
     model.train(was)
     return answer_rows(buf, start, cur)
+
+
+def write_token(buf, cur, done, tok):
+    """Each row's sampled token tok (b,) into buf (b, seq) at cur (b,), for the rows not done
+    -> (cur, done) after it: a row is done after its `<|im_end|>`."""
+    live = ~done
+    rows = torch.arange(len(buf), device=buf.device)
+    buf[rows[live], cur[live]] = tok[live]
+    return cur + live.long(), done | (live & (tok == fm.EOS_ID))
+
+
+def full_decode(model, buf, start, max_new, pick):
+    """own_answers' loop without cache: every token reruns the whole prefix (left-padded batches
+    through the DeltaNet cache are a risk this avoids), and a row's later positions never reach
+    its earlier ones, so rows of different lengths share the buffer as they are. pick(k, logits
+    (b, vocab) float) -> (b,) ids is the k-th token of every row. Writes the tokens into buf
+    (b, seq) in place and returns cur (b,): each answer's end."""
+    rows = torch.arange(len(buf), device=buf.device)
+    cur, done = start.clone(), torch.zeros(len(buf), dtype=torch.bool, device=buf.device)
+    for k in range(max_new):
+        n, keep_n = int(cur.max()), int(cur.max() - cur.min()) + 1   # the logits any row reads
+        logits = model(input_ids=buf[:, :n], use_cache=False, logits_to_keep=keep_n).logits   # (b, keep_n, vocab)
+        cur, done = write_token(buf, cur, done, pick(k, logits[rows, cur - 1 - (n - keep_n)].float()))
+        if done.all():
+            break
+    return cur
 
 
 def answer_rows(buf, start, cur):
@@ -388,11 +393,10 @@ def answer_rows(buf, start, cur):
 
 
 def cached_decode(model, buf, start, max_new, pick):
-    """own_answers' loop through the model's cache: each row's prefix buf[i, :start[i]] right-aligned
-    in one left-padded prefill (attention mask 0 and positions counted from the prefix's first
-    token, so a row computes what it computes alone), then one token a forward. pick(k, logits
-    (b, vocab) float) -> (b,) ids is the k-th token of every row. Writes the tokens into buf
-    (b, seq) in place, as own_answers' loop does, and returns cur (b,): each answer's end.
+    """full_decode through the model's cache: each row's prefix buf[i, :start[i]] right-aligned in
+    one left-padded prefill (attention mask 0 and positions counted from the prefix's first
+    token, so a row computes what it computes alone), then one token a forward. pick, buf and
+    the returned cur as full_decode's.
 
     A forward costs one new token a row instead of the whole prefix, so a sampling run's time
     no longer grows with its rows' length, and many more rows fit one run (--op-batches). The
@@ -406,15 +410,11 @@ def cached_decode(model, buf, start, max_new, pick):
     att = (col >= shift).long()                                           # (b, L) 1 on the prefix
     pos = (att.cumsum(-1) - 1).clamp(min=0)                               # (b, L) from 0 per row
     out = model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True, logits_to_keep=1)
-    rows = torch.arange(b, device=buf.device)
     cur, done = start.clone(), torch.zeros(b, dtype=torch.bool, device=buf.device)
     last = start - 1                                                      # (b,) position of the last token fed
     for k in range(max_new):
         tok = pick(k, out.logits[:, -1].float())
-        live = ~done
-        buf[rows[live], cur[live]] = tok[live]
-        cur = cur + live.long()
-        done |= live & (tok == fm.EOS_ID)
+        cur, done = write_token(buf, cur, done, tok)
         if done.all() or k == max_new - 1:
             break
         att = torch.cat([att, att.new_ones((b, 1))], 1)
