@@ -218,6 +218,9 @@ fi
 #           (train.py --op-cache, cached_decode), checked against the loop without it on the
 #           first sampling run (cache_check; the run stops if they differ); with it a sampling
 #           run's time no longer grows with the prefixes, so OP_BATCHES can be raised.
+#           ON_POLICY=1 OP_REWARD=0 OP_CACHE=1 OP_BATCHES=8 (reward11, 2026-12-07, 578 steps at
+#           1.3 s a step on an H100): on-policy distillation alone; not shipped, every relevance
+#           fell (the card's "Every step on its own answers").
 #           That loss, as a CPU pilot at batch 4 for 150 steps (2026-12-07, no device machine
 #           came), made the answers shorter and every relevance lower (the card's "Short,
 #           finished answers"); this stage, with the reward, is the test it could not be.
