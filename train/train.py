@@ -454,10 +454,10 @@ def cache_check(model, ids, mask, n=8):
     got = torch.stack(got, 1)                                             # (n, steps, vocab)
     at = (start[:, None] - 1 + k).clamp(max=ids.shape[1] - 1)             # (n, steps) positions predicting them
     ref = full.gather(1, at[..., None].expand(-1, -1, full.shape[-1]))    # (n, steps, vocab)
-    live = (k < size[:, None])[..., None]                                 # (n, steps, 1) answer steps
-    diff = ((got - ref).abs() * live).amax().item()
-    kl = ((ref.exp() * (ref - got)).sum(-1, keepdim=True) * live).sum((1, 2)) / live.sum((1, 2))   # (n,)
-    return diff, kl.max().item()
+    live = k < size[:, None]                                              # (n, steps) answer steps
+    diff = ((got - ref).abs() * live[..., None]).amax().item()
+    kl = F.kl_div(got, ref, log_target=True, reduction="none").sum(-1)   # (n, steps) KL(full || cached), as token_kl
+    return diff, masked_mean(kl, live, dim=-1).max().item()
 
 
 def cmd_cache_check(a):
