@@ -232,6 +232,13 @@ fi
 #           every chat*.u16 the machine holds, with the teacher's KL, and a fresh MTP block; set
 #           LR=2e-3 WARMUP=100 and STEPS for the whole run: `deept` calls resume it until the
 #           schedule ends, then `deepm` refits the block and packs.
+#   w512:   stage 11's pack at residual width 512 with all 32 experts (train/widen.py PACK11 chat9.u16
+#           PACKW5 --layout 8x32h8w512, run on the machine on its first call: 82.6 M trunk
+#           parameters, the same function as stage 11, checked there), trained as grow was (data
+#           and the teacher's KL on aligned windows, no own answers) on every chat*.u16 the machine
+#           holds, batch 32; `w512m` with PACK_FILES='pack-[0-3].*' refits the MTP block and brings
+#           back half the pack, `w512b` with PACK_FILES='pack-[4-9].*' the rest. Ran 2026-12-07 on
+#           an H200 (chat9, then with a fresh gen8 at GEN_SEED=10; the card's "A residual of 512").
 every_file() { ls $S/chat*.u16 | paste -sd,; }   # every chat*.u16 this machine holds (not short9)
 reward_args() {   # reward_args KL_W: train.py's guarded-reward arguments, the teacher's KL on own answers at KL_W
   # ON_POLICY=0: none of its own answers, so no reward either: answer-only CE + KL on the data
@@ -271,12 +278,20 @@ case "$1" in
                    LAYOUT="--layout 8x32h8"; TB=48; DATA=$S/short9.u16 ;;
   deep|deept|deepm) W=$S/wd; SUMS=""; ALIGN="--align"; KL=1; LAYOUT="--layout 12x20"; TB=48
                    DATA=$(every_file) ;;
+  w512|w512t|w512m|w512b) INIT=$S/packw5; W=$S/ww5; SUMS=""; ALIGN="--align"; KL=1
+                   LAYOUT="--layout 8x32h8w512"; TB=32; DATA=$(every_file) ;;
 esac
 if [[ "$1" == grow* ]] && [ ! -f $S/pack12g/pack-0.safetensors ]; then
   (cd $S/pack9 && sha256sum -c) < .gpu/p9.sha256
   # grow.py runs on the CPU; fla's kernels take CUDA tensors only, so it runs without them
   PYTHONPATH=$S/site python3 train/grow.py $S/pack9 $S/chat6.u16 $S/pack12g.tmp --layout 12x20 2>&1 | grep -v "falling back"
   mv $S/pack12g.tmp $S/pack12g
+fi
+if [[ "$1" == w512* ]] && [ ! -f $S/packw5/pack-0.safetensors ]; then
+  (cd $S/pack11 && sha256sum -c) < .gpu/p11.sha256
+  # widen.py runs on the CPU (as grow.py): stage 11's function at width 512, checked there
+  PYTHONPATH=$S/site python3 train/widen.py $S/pack11 $S/chat9.u16 $S/packw5.tmp --layout 8x32h8w512 2>&1 | grep -v "falling back"
+  mv $S/packw5.tmp $S/packw5
 fi
 # flabench: one trunk step with transformers' PyTorch Gated DeltaNet and one with fla's kernels,
 # on the same weights ($FLA_PACK, default the stage's own pack, else stage 9's, else a seeded
@@ -308,19 +323,35 @@ train_trunk() {
       --batch ${BATCH:-$TB} --log-every ${LOG_EVERY:-50} 2>&1 | grep -v Converting
 }
 refit_mtp() {
+  if [ "${MTP_REFIT:-1}" = 0 ]; then return; fi   # MTP_REFIT=0: the block as the pack had it
   python3 train/train.py mtp --data $DATA --work $W $FROM $LAYOUT \
       --self-kl 0.8 --seconds ${MTP_S:-150} --total-steps ${MTP_STEPS:-600} --batch ${MTP_BATCH:-32} --lr 5e-4 \
       --warmup 20 --log-every 100
 }
 pack_back() {
-  python3 train/train.py pack --work $W --out $OUT/pack $LAYOUT   # the layout's experts per token recorded
-  st=${1%m}; cp $W/trunk_hist.json $OUT/trunk_hist_$st.json
+  python3 train/train.py pack --work $W --out $W/packed $LAYOUT   # the layout's experts per token recorded
+  (cd $W/packed && sha256sum pack-*.safetensors) > $W/packed.sha256
+  st=${1%m}; cp $W/trunk_hist.json $W/packed.sha256 $OUT/
+  mv $OUT/trunk_hist.json $OUT/trunk_hist_$st.json
   if [ -f $W/mtp_hist.json ]; then cp $W/mtp_hist.json $OUT/mtp_hist_$st.json; fi
+  back_files "${PACK_FILES:-pack-*}"
+}
+# A call brings back 64 MiB in at most 8 files: a pack over that (8x32h8w512's is about 100 MB)
+# comes back in two calls, PACK_FILES='pack-[0-3].*' with the pack, then the rest from a `...b` call.
+# A file over the 16 MiB a file may be (the width-512 embedding, 25 MB) comes back in pieces,
+# NAME.part00 ..., reassembled here with cat.
+back_files() {
+  mkdir -p $OUT/pack
+  for f in $W/packed/$1; do
+    if [ $(stat -c %s $f) -gt 16000000 ]; then split -b 15000000 -d $f $OUT/pack/$(basename $f).part
+    else cp $f $OUT/pack/; fi
+  done
 }
 if [ -n "$W" ]; then   # a stage of the table: its name's end says what the call does
   case "$1" in
     *t)    train_trunk ;;
     *m)    refit_mtp; pack_back "$1" ;;
+    *b)    back_files "${PACK_FILES:-pack-*}" ;;
     align) train_trunk; pack_back "$1" ;;
     *)     train_trunk; refit_mtp; pack_back "$1" ;;
   esac

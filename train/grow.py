@@ -147,7 +147,7 @@ def main():
     p = prepare("grow", "12x20", lambda o, n: n[0] >= o[0] and n[1] <= o[1] and n[2:] == o[2:],
                 "layers can only grow, experts only shrink, the width and heads stay (train/widen.py widens)")
     a, trunk, mtp_sd, ids, keep = p.a, p.trunk, p.mtp_sd, p.ids, p.keep
-    (old_l, old_e, _, _), (new_l, new_e, _, _) = p.old, p.new
+    (old_l, old_e, _, _, _), (new_l, new_e, _, _, _) = p.old, p.new
     ce_old, logits_old = p.ce, p.logits
 
     def layer_weights(src, prefix_from, prefix_to, kept, zero):

@@ -4,7 +4,7 @@
 
 Left: the trunk over all the tokens it has seen, stage by stage (each stage's history counts
 its tokens from zero, so they are laid end to end; stages 8 and 9 both start from stage 7,
-stage 10, the grown 12-layer trunk and the 8x32h8 one from stage 9, answer-only from the grown one, own answers from the 8x32h8 one, the reward from stage 11 on the fresh chat9 (at top 8 too, on its short answers alone, and with the question-word guard); stage 7's windows start at conversation starts, its held-out CE too, so
+stage 10, the grown 12-layer trunk and the 8x32h8 one from stage 9, answer-only from the grown one, own answers from the 8x32h8 one, the runs from stage 11 on the fresh chat9 (the reward, at top 8 too, on its short answers alone and with the question-word guard; its own answers alone; widened to 512); stage 7's windows start at conversation starts, its held-out CE too, so
 it reads lower than stage 6's on the same weights). Middle: the MTP block's CE per depth (stages 3-4, trained on
 the teacher's text). Right: stages 5-10 and the grown trunk's, trained on the trunk's own distribution: held-out
 top-1 agreement with the trunk and the mean run of agreeing chained drafts (train.py's
@@ -43,7 +43,9 @@ def main():
                         ("trunk_reward11lr.json", "stage 11 + reward, lr 5e-5 (not shipped)"),
                         ("trunk_top8.json", "stage 11 + reward, top 8 (not shipped)"),
                         ("trunk_brief.json", "stage 11 + reward, short9 (not shipped)"),
-                        ("trunk_qwords.json", "stage 11 + reward, question-word guard (not shipped)")]:
+                        ("trunk_qwords.json", "stage 11 + reward, question-word guard (not shipped)"),
+                        ("trunk_opcache.json", "own answers only (not shipped)"),
+                        ("trunk_w512.json", "width 512 (not shipped)")]:
         h = load(d, name)
         if not h:
             continue
@@ -57,7 +59,7 @@ def main():
     a.plot([], [], color="C0", label="train CE")
     a.plot([], [], color="C1", label="held-out CE (last 1% of each file)")
     a.plot([], [], color="C2", label="KL(teacher || student)")
-    a.set(xlabel="tokens seen (M)", ylabel="nats/token", ylim=(0, 7), title="trunk (batch 64 x 512; from grown 12x20 on: 48)")
+    a.set(xlabel="tokens seen (M)", ylabel="nats/token", ylim=(0, 7), title="trunk (batch 64 x 512; from grown 12x20 on: 48; width 512: 32)")
     a.legend(fontsize=6, loc="upper center", ncol=3)   # one row above the stage labels, which end below 6
 
     s0 = 0
@@ -77,7 +79,8 @@ def main():
                       ("mtp_onpol.json", "C1"), ("mtp_reward.json", "C2"), ("mtp_guard.json", "k"),
                       ("mtp_reward11.json", "grey"), ("mtp_reward11k1.json", "olive"),
                       ("mtp_reward11lr.json", "teal"), ("mtp_top8.json", "navy"),
-                      ("mtp_brief.json", "maroon"), ("mtp_qwords.json", "purple")]:
+                      ("mtp_brief.json", "maroon"), ("mtp_qwords.json", "purple"),
+                      ("mtp_opcache.json", "orange"), ("mtp_w512.json", "lime")]:
         h = load(d, name)
         st = name[4:-5].replace("_", " ")
         c.plot([r["step"] for r in h], [r["held_accepted"] for r in h], color=col, label=f"{st}: agreeing run")

@@ -95,7 +95,7 @@ def main():
                 "experts can only shrink (train/grow.py deepens)")
     from transformers import Qwen4ExpForCausalLM
     a, trunk, mtp_sd, ids, keep, old, old_layout = p.a, p.trunk, p.mtp_sd, p.ids, p.keep, p.model, p.old_layout
-    (_, old_e, old_w, _), (_, new_e, new_w, _) = p.old, p.new
+    (_, old_e, old_w, _, _), (_, new_e, new_w, _, _) = p.old, p.new
     ce_old, logits_old = p.ce, p.logits
     if mtp_sd:
         with torch.no_grad():
