@@ -74,6 +74,9 @@ fi
 # teacher pieces in .gpu/t0..t4, the data in .gpu/data/*.xz. `stash` is a call that does only
 # that. A stage checks the pack it starts from against its .sha256 file, and the teacher is
 # reassembled once, checked against .gpu/teacher.sha256.
+pieces() {   # pieces FILE DEST: FILE back in 15 MiB pieces, DEST.part00 ... (`cat` them in order here)
+  split -b 15728640 -d "$1" "$2.part"
+}
 into() {   # into DIR PIECE...: the carried pieces' files, copied into $S/DIR
   local dest=$S/$1; shift
   mkdir -p $dest
@@ -130,7 +133,7 @@ if [[ "$1" == gen[2-9] ]]; then
   teacher
   python3 train/train.py gen --teacher $T --tok $S/tok --out $S/chat$n.u16 --seed ${GEN_SEED:-$((n - 1))} \
       $SELFQ --seconds ${GEN_S:-420} --batch ${GEN_B:-1024} 2>&1 | grep -v Converting
-  split -b 15728640 -d $S/chat$n.u16 $OUT/chat$n.u16.part
+  pieces $S/chat$n.u16 $OUT/chat$n.u16
   if [ -f $S/chat$n.u16.questions.txt ]; then cp $S/chat$n.u16.questions.txt $OUT/; fi
 fi
 
@@ -323,7 +326,6 @@ train_trunk() {
       --batch ${BATCH:-$TB} --log-every ${LOG_EVERY:-50} 2>&1 | grep -v Converting
 }
 refit_mtp() {
-  if [ "${MTP_REFIT:-1}" = 0 ]; then return; fi   # MTP_REFIT=0: the block as the pack had it
   python3 train/train.py mtp --data $DATA --work $W $FROM $LAYOUT \
       --self-kl 0.8 --seconds ${MTP_S:-150} --total-steps ${MTP_STEPS:-600} --batch ${MTP_BATCH:-32} --lr 5e-4 \
       --warmup 20 --log-every 100
@@ -331,20 +333,17 @@ refit_mtp() {
 pack_back() {
   python3 train/train.py pack --work $W --out $W/packed $LAYOUT   # the layout's experts per token recorded
   (cd $W/packed && sha256sum pack-*.safetensors) > $W/packed.sha256
-  st=${1%m}; cp $W/trunk_hist.json $W/packed.sha256 $OUT/
-  mv $OUT/trunk_hist.json $OUT/trunk_hist_$st.json
+  st=${1%m}; cp $W/trunk_hist.json $OUT/trunk_hist_$st.json; cp $W/packed.sha256 $OUT/
   if [ -f $W/mtp_hist.json ]; then cp $W/mtp_hist.json $OUT/mtp_hist_$st.json; fi
   back_files "${PACK_FILES:-pack-*}"
 }
 # A call brings back 64 MiB in at most 8 files: a pack over that (8x32h8w512's is about 100 MB)
 # comes back in two calls, PACK_FILES='pack-[0-3].*' with the pack, then the rest from a `...b` call.
-# A file over the 16 MiB a file may be (the width-512 embedding, 25 MB) comes back in pieces,
-# NAME.part00 ..., reassembled here with cat.
+# A file over the 16 MiB a file may be (the width-512 embedding, 25 MB) comes back in pieces.
 back_files() {
   mkdir -p $OUT/pack
   for f in $W/packed/$1; do
-    if [ $(stat -c %s $f) -gt 16000000 ]; then split -b 15000000 -d $f $OUT/pack/$(basename $f).part
-    else cp $f $OUT/pack/; fi
+    if [ $(stat -c %s $f) -gt 15728640 ]; then pieces $f $OUT/pack/$(basename $f); else cp $f $OUT/pack/; fi
   done
 }
 if [ -n "$W" ]; then   # a stage of the table: its name's end says what the call does

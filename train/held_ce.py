@@ -17,15 +17,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model as fm  # noqa: E402
 from export import unpack  # noqa: E402
 from grow import build, held_windows  # noqa: E402
+from train import answer_mask, masked_losses  # noqa: E402
 
 
-def ce_by_part(model, ids, answer):
-    """(CE over every next token, CE over the answer tokens alone) of (windows, seq) ids;
-    `answer` is train.answer_mask's (windows, seq - 1) over the labels."""
+def ce_by_part(model, ids):
+    """(CE over every next token, CE over the answer tokens alone) of (windows, seq) ids, scored
+    as train.py scores its held windows (masked_losses over answer_mask)."""
     with torch.no_grad():
-        logits = model(input_ids=ids, use_cache=False).logits[:, :-1].float()   # (w, seq-1, vocab)
-    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")   # (w, seq-1)
-    return nll.mean().item(), (nll * answer).sum().item() / answer.sum().item()
+        _, answer_ce, _, nll, _ = masked_losses(model, None, ids, answer_mask(ids))
+    return nll.mean().item(), answer_ce.item()
 
 
 def main():
@@ -34,7 +34,6 @@ def main():
     p.add_argument("packs", nargs="+")
     p.add_argument("--windows", type=int, default=16)
     a = p.parse_args()
-    from train import answer_mask
     sets = {os.path.basename(d): held_windows(d, a.windows) for d in a.data.split(",")}
     print("pack | " + " | ".join(f"{n} CE (answers)" for n in sets))
     for pk in a.packs:
@@ -42,7 +41,7 @@ def main():
         model = build(sd)
         row = []
         for ids in sets.values():
-            ce, ans = ce_by_part(model, ids, answer_mask(ids))
+            ce, ans = ce_by_part(model, ids)
             row.append(f"{ce:.4f} ({ans:.4f})")
         print(f"{pk} [{fm.layout_of(sd)}] | " + " | ".join(row), flush=True)
 
