@@ -1,13 +1,15 @@
-//! Greedy continuations against llama.cpp's (issue 28): 6 prompts per real model (SmolLM2 Q4_1,
-//! Gemma 3 Q4_K_M), 48 tokens each through the real engine (default options), compared with
-//! llama.cpp 11434's `llama-completion --temp 0` output committed in
-//! tests/data/greedy/llamacpp.json (made by scripts/greedy_llamacpp_data.py, the command in the
-//! file), and beside them llama.cpp's own other attention path (`-fa off`). A case agrees when
-//! the first 100 characters are identical, or the whole continuation when llama.cpp stopped at
-//! an end-of-generation token before 100. The issue's goal was 5 of 6 per model; llama.cpp's two
-//! paths agree with each other on 0 (SmolLM2) and 2 (Gemma 3) of these 6 (docs/kld.md), so the
-//! test asserts that Strata's characters in common with llama.cpp's default are at least 3/4 of
-//! llama.cpp -fa off's, and prints both counts per prompt.
+//! Strata against llama.cpp on its own greedy text (issue 28), on both real models (SmolLM2 Q4_1,
+//! Gemma 3 Q4_K_M), through the real engine with default options.
+//!
+//! The quantized files: llama.cpp 11434's greedy ids for the 6 prompts (48 each), fed back to
+//! it teacher-forced in one batch on its default path and on its `-fa off` path
+//! (tests/data/greedy/llamacpp_forced.json, made by scripts/forced_llamacpp_data.py, the command
+//! in the file). Strata runs the same ids in one batch, and both Strata and `-fa off` are
+//! measured against llama.cpp's default at its top 8 ids per row: how often each picks its top-1,
+//! and how far each moves the logits' differences from its top-1. Teacher-forced, a near-tie
+//! costs one row and never the rest of the text; the free continuations of the first version
+//! of this test parted for good at the first tie a host's vector width decided the other way
+//! (docs/kld.md), so free text is now checked only on the F16 files.
 //!
 //! The same prompts on each model's F16 file (every quantized matrix widened to F16: no 8-bit
 //! rounding of matmul inputs in either tool) are held to the issue's bar, 5 of 6 identical: the
@@ -26,26 +28,34 @@ const DATA: &str = concat!(
 const N_GEN: usize = 48;
 const CHARS: usize = 100;
 
-/// Greedy continuation of each prompt (lowest id on ties), stopping at an end-of-generation
-/// token as llama-completion does.
-fn continuations(path: &Path, prompts: &[String]) -> Vec<String> {
+/// The index of the largest of `l`, the lowest on ties (as llama.cpp's greedy sampler).
+fn argmax(l: &[f32]) -> usize {
+    (0..l.len())
+        .max_by(|&a, &b| l[a].total_cmp(&l[b]).then(b.cmp(&a)))
+        .expect("a non-empty row")
+}
+
+/// The model's tokenizer and an engine on the CPU device, default options, 256 positions.
+fn load(path: &Path) -> (Tokenizer, Engine) {
     strata::sycl::runtime::init();
     let tok = Tokenizer::from_gguf_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let card = strata::sycl::Card::cpu().expect("the CPU SYCL device (run `make setup`)");
-    let mut eng = Engine::load(
+    let eng = Engine::load(
         path,
         card,
         &EngineOptions {
-            n_ctx: 128,
+            n_ctx: 256,
             ..EngineOptions::default()
         },
     )
     .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let argmax = |l: &[f32]| {
-        (0..l.len())
-            .max_by(|&a, &b| l[a].total_cmp(&l[b]).then(b.cmp(&a)))
-            .expect("a non-empty vocabulary") as u32
-    };
+    (tok, eng)
+}
+
+/// Greedy continuation of each prompt (lowest id on ties), stopping at an end-of-generation
+/// token as llama-completion does.
+fn continuations(path: &Path, prompts: &[String]) -> Vec<String> {
+    let (tok, mut eng) = load(path);
     prompts
         .iter()
         .map(|prompt| {
@@ -56,7 +66,7 @@ fn continuations(path: &Path, prompts: &[String]) -> Vec<String> {
                 .remove(0);
             let mut out = Vec::new();
             for i in 0..N_GEN {
-                let t = argmax(&l);
+                let t = argmax(&l) as u32;
                 if tok.is_eog(t) {
                     break;
                 }
@@ -109,44 +119,166 @@ fn prompts(cases: &[serde_json::Value]) -> Vec<String> {
         .collect()
 }
 
+/// llama.cpp's logits teacher-forced on its own greedy ids (scripts/forced_llamacpp_data.py).
+const FORCED: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/data/greedy/llamacpp_forced.json"
+);
+
+/// How far one path's logits are from llama.cpp's default at one row, in the shape that decides
+/// the next token: over llama.cpp's top ids k0..k7, the largest
+/// |(x[kj] − x[k0]) − (default[kj] − default[k0])|.
+fn shape_error(x: &[f32], default: &[f32]) -> f32 {
+    x.iter()
+        .zip(default)
+        .map(|(a, b)| ((a - x[0]) - (b - default[0])).abs())
+        .fold(0.0, f32::max)
+}
+
+/// Per-row figures of one path against llama.cpp's default over a model's cases.
+#[derive(Default)]
+struct Spread {
+    rows: usize,
+    /// rows whose top-1 is llama.cpp's default top-1
+    top1: usize,
+    /// sum of squared shape errors, and the largest
+    sq: f64,
+    max: f32,
+}
+
+impl Spread {
+    /// `top1`: whether the path's top-1 over the whole vocabulary is llama.cpp's default top-1
+    fn add(&mut self, x: &[f32], default: &[f32], top1: bool) {
+        let e = shape_error(x, default);
+        self.rows += 1;
+        self.sq += f64::from(e) * f64::from(e);
+        self.max = self.max.max(e);
+        self.top1 += usize::from(top1);
+    }
+    fn rms(&self) -> f64 {
+        (self.sq / self.rows as f64).sqrt()
+    }
+}
+
+/// Strata's logits are held to llama.cpp's own spread: its default path teacher-forced on its
+/// greedy ids is the reference, its `-fa off` path on the same ids the yardstick (both from
+/// tests/data/greedy/llamacpp_forced.json). Teacher-forced, a near-tie costs one row, not the
+/// rest of a continuation, so the figures do not hang on which path wins one tie (the free
+/// continuations did: docs/kld.md). Strata must rank llama.cpp's top ids with an RMS error at
+/// most 1.5 times `-fa off`'s, and pick llama.cpp's top-1 as often less 4 % of the rows: each
+/// path misses it at ~10-20 near-ties of the 288 rows (measured), and two such counts part by
+/// about √(2·15) ≈ 5 rows by chance, so 4 % (11 rows) is two of those.
 fn check(env: &str) {
-    let data = data();
-    let cases = data["models"][env]["cases"]
+    let forced: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(FORCED).expect("the forced data file"))
+            .expect("JSON");
+    let cases = forced["models"][env]["cases"]
         .as_array()
         .expect("the model's cases");
+    let texts = data()["models"][env]["cases"].clone();
+    let texts = texts
+        .as_array()
+        .expect("the model's cases in llamacpp.json");
     let path = strata::paths::model_path(env).unwrap_or_else(|e| panic!("{e}"));
-    let got = continuations(&path, &prompts(cases));
-    let (mut agree, mut ours_chars, mut own_chars, mut own_agree) = (0, 0, 0, 0);
-    for (c, ours) in cases.iter().zip(&got) {
-        let (dflt, fa_off) = (&c["default"], &c["fa_off"]);
-        let theirs = dflt["continuation"].as_str().expect("a continuation");
-        let other = fa_off["continuation"].as_str().expect("a continuation");
-        let n = wanted(dflt);
-        let (k, same) = agreement(ours, theirs, n);
-        // llama.cpp's two attention paths against each other: its own spread
-        let (own, own_same) = agreement(other, theirs, n);
-        agree += usize::from(same);
-        own_agree += usize::from(own_same);
-        ours_chars += k;
-        own_chars += own;
-        println!(
-            "{env} {:?}: strata {k}/{n} characters, llama.cpp -fa off {own}/{n}\n  strata:    \
-             {ours:?}\n  llama.cpp: {theirs:?}\n  -fa off:   {other:?}",
-            c["prompt"].as_str().unwrap_or_default(),
+    let (tok, mut eng) = load(&path);
+    let floats = |v: &serde_json::Value| -> Vec<f32> {
+        v.as_array()
+            .expect("an array of logits")
+            .iter()
+            .map(|x| x.as_f64().expect("a logit") as f32)
+            .collect()
+    };
+    let (mut ours, mut fa_off) = (Spread::default(), Spread::default());
+    for c in cases {
+        let ids: Vec<u32> = c["ids"]
+            .as_array()
+            .expect("the ids")
+            .iter()
+            .map(|x| x.as_u64().expect("an id") as u32)
+            .collect();
+        let n_prompt = c["n_prompt"].as_u64().expect("n_prompt") as usize;
+        let rows = c["rows"].as_array().expect("the rows");
+        // the ids are llama-completion's continuation (llamacpp.json) token for token
+        let text = tok.decode(&ids[n_prompt..], false);
+        let want = texts
+            .iter()
+            .find(|t| t["prompt"] == c["prompt"])
+            .expect("the prompt in llamacpp.json");
+        let n = wanted(&want["default"]);
+        let (k, _) = agreement(
+            &text,
+            want["default"]["continuation"].as_str().expect("text"),
+            n,
         );
+        assert_eq!(
+            k, n,
+            "{env}: the forced data's ids read {text:?}, not llamacpp.json's"
+        );
+        // the prompt and every greedy id but the last, in one batch (as llama.cpp's)
+        let scored: Vec<usize> = (n_prompt - 1..ids.len() - 1).collect();
+        assert_eq!(scored.len(), rows.len(), "{env}: rows in the data file");
+        eng.reset();
+        let logits = eng
+            .forward(&ids[..ids.len() - 1], 0, &scored)
+            .expect("the teacher-forced pass");
+        let (mut case_ours, mut case_off) = (Spread::default(), Spread::default());
+        for (l, row) in logits.iter().zip(rows) {
+            let top: Vec<usize> = row["ids"]
+                .as_array()
+                .expect("the top ids")
+                .iter()
+                .map(|x| x.as_u64().expect("an id") as usize)
+                .collect();
+            let default = floats(&row["default"]);
+            let x: Vec<f32> = top.iter().map(|&i| l[i]).collect();
+            case_ours.add(&x, &default, argmax(l) == top[0]);
+            // -fa off's rows hold only llama.cpp's top ids: its top-1 among them, which can
+            // only flatter the yardstick
+            let off = floats(&row["fa_off"]);
+            case_off.add(&off, &default, argmax(&off) == 0);
+        }
+        println!(
+            "{env} {:?}: {} rows; top-1 = llama.cpp's: strata {}, -fa off {}; shape error RMS / \
+             max: strata {:.4} / {:.4}, -fa off {:.4} / {:.4}",
+            c["prompt"].as_str().unwrap_or_default(),
+            case_ours.rows,
+            case_ours.top1,
+            case_off.top1,
+            case_ours.rms(),
+            case_ours.max,
+            case_off.rms(),
+            case_off.max
+        );
+        for (all, case) in [(&mut ours, case_ours), (&mut fa_off, case_off)] {
+            all.rows += case.rows;
+            all.top1 += case.top1;
+            all.sq += case.sq;
+            all.max = all.max.max(case.max);
+        }
     }
     println!(
-        "{env}: strata = llama.cpp for {CHARS} characters on {agree} of {} prompts ({ours_chars} \
-         characters in common); llama.cpp -fa off = llama.cpp on {own_agree} ({own_chars})",
-        cases.len()
+        "{env}: {} rows; top-1 = llama.cpp's: strata {}, -fa off {}; shape error RMS / max: \
+         strata {:.4} / {:.4}, -fa off {:.4} / {:.4}",
+        ours.rows,
+        ours.top1,
+        fa_off.top1,
+        ours.rms(),
+        ours.max,
+        fa_off.rms(),
+        fa_off.max
     );
-    // The issue's 5 of 6 is out of reach of llama.cpp itself (its two attention paths agree on
-    // fewer): the test holds Strata to llama.cpp's own spread, in characters in common, with a
-    // quarter's slack for 6 prompts' luck at near-ties (measured: SmolLM2 251 vs 233, Gemma 3
-    // 396 vs 428).
     assert!(
-        4 * ours_chars >= 3 * own_chars,
-        "{env}: strata shares {ours_chars} characters with llama.cpp, llama.cpp -fa off {own_chars}"
+        ours.rms() <= 1.5 * fa_off.rms(),
+        "{env}: strata's shape error RMS {:.4} is over 1.5 x llama.cpp -fa off's {:.4}",
+        ours.rms(),
+        fa_off.rms()
+    );
+    assert!(
+        ours.top1 + ours.rows / 25 >= fa_off.top1,
+        "{env}: strata picks llama.cpp's top-1 on {} of {} rows, -fa off on {}",
+        ours.top1,
+        ours.rows,
+        fa_off.top1
     );
 }
 

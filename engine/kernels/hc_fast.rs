@@ -392,8 +392,10 @@ impl HcFastScratch {
 }
 
 struct FastKernels {
-    down: Kernel,
-    up: Kernel,
+    /// `hcf_down_T` and `hcf_up_T` for T = 1 ..= TMAX at index T - 1 (hc_fast.cpp builds one
+    /// kernel per row count: a switch over T in one kernel trips the runtime's compiler)
+    down: Vec<Kernel>,
+    up: Vec<Kernel>,
 }
 
 /// The fast reads' kernels, built once per context: one module per (W_down / W_up format,
@@ -465,9 +467,14 @@ impl HcFast {
         ];
         let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
         let m = self.ctx.module(&kernels::HC_FAST, &opts)?;
+        let named = |name: &str| -> Result<Vec<Kernel>> {
+            (1..=TMAX)
+                .map(|t| m.kernel(&format!("{name}_{t}")))
+                .collect()
+        };
         let k = Arc::new(FastKernels {
-            down: m.kernel("hcf_down")?,
-            up: m.kernel("hcf_up")?,
+            down: named("hcf_down")?,
+            up: named("hcf_up")?,
         });
         map.insert((w, inj), k.clone());
         Ok(k)
@@ -572,8 +579,9 @@ impl HcFast {
             Some((y, a)) => (Arg::addr(y), Arg::addr(a)),
             None => (zero, zero),
         };
+        // (t is 1 ..= TMAX, kernels at t - 1: `covers` above refused any other t)
         q.launch(
-            &k.down,
+            &k.down[t - 1],
             NdRange::groups(prod(OP, &[r / geo.rows, groups])?, NSG * 16),
             &[
                 Arg::addr(x),
@@ -601,7 +609,7 @@ impl HcFast {
             ],
         )?;
         q.launch(
-            &k.up,
+            &k.up[t - 1],
             NdRange::groups(n / 16, geo.ksplit * 16),
             &[
                 Arg::addr(x),

@@ -19,7 +19,10 @@
 // over all rows), dtype ("f32le").
 //
 // Usage: dump_logits -m MODEL -o OUT (-p TEXT | --tokens FILE) [-n 32] [--kv f16|f32]
-//                    [-t THREADS] [--no-bos]
+//                    [--fa off|on] [-t THREADS] [--no-bos]
+//
+// --fa on takes llama.cpp's flash-attention path (what llama-completion's default "auto"
+// picks on the CPU); the default, off, is its plain graph (`-fa off`).
 
 #include "llama.h"
 
@@ -35,7 +38,7 @@
 static void usage() {
     fprintf(stderr,
             "usage: dump_logits -m MODEL -o OUT (-p TEXT | --tokens FILE) [-n 32] [--kv f16|f32] "
-            "[-t THREADS] [--no-bos]\n");
+            "[--fa off|on] [-t THREADS] [--no-bos]\n");
     exit(2);
 }
 
@@ -104,7 +107,7 @@ static void quiet_log(ggml_log_level level, const char * text, void *) {
 }
 
 int main(int argc, char ** argv) {
-    std::string model_path, out_path, prompt, tokens_path, kv = "f16";
+    std::string model_path, out_path, prompt, tokens_path, kv = "f16", fa = "off";
     bool have_prompt = false, add_bos = true, verbose = false;
     int n_gen = 32, n_threads = 2;
     for (int i = 1; i < argc; ++i) {
@@ -120,12 +123,13 @@ int main(int argc, char ** argv) {
         else if (a == "-n") n_gen = std::atoi(next().c_str());
         else if (a == "-t") n_threads = std::atoi(next().c_str());
         else if (a == "--kv") kv = next();
+        else if (a == "--fa") fa = next();
         else if (a == "--no-bos") add_bos = false;
         else if (a == "-v") verbose = true;
         else usage();
     }
     if (model_path.empty() || out_path.empty() || have_prompt == !tokens_path.empty() || n_gen < 0 ||
-        n_threads < 1 || (kv != "f16" && kv != "f32")) {
+        n_threads < 1 || (kv != "f16" && kv != "f32") || (fa != "off" && fa != "on")) {
         usage();
     }
     if (!verbose) {
@@ -167,8 +171,9 @@ int main(int argc, char ** argv) {
     cp.n_batch = cp.n_ubatch = (uint32_t) std::max(n_prompt, 32);
     cp.n_seq_max = 1;
     cp.n_threads = cp.n_threads_batch = n_threads;
-    // plain attention (the reference the engine's attention kernels are compared with)
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    // plain attention by default (the reference the engine's attention kernels are compared
+    // with); --fa on for llama.cpp's default path on the CPU
+    cp.flash_attn_type = fa == "on" ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
     cp.type_k = cp.type_v = kv == "f16" ? GGML_TYPE_F16 : GGML_TYPE_F32;
     cp.no_perf = true;
     llama_context * ctx = llama_init_from_model(model, cp);
@@ -231,7 +236,7 @@ int main(int argc, char ** argv) {
       << ",\"rows\":" << n_rows << ",\"tokens\":" << json_ids(tokens) << ",\"greedy\":" << json_ids(greedy)
       << ",\"prompt\":" << (have_prompt ? json_string(prompt) : std::string("null"))
       << ",\"add_bos\":" << (add_bos ? "true" : "false") << ",\"kv_type\":\"" << kv << "\""
-      << ",\"flash_attn\":false,\"n_threads\":" << n_threads << ",\"mean_top1_prob\":" << top1_buf
+      << ",\"flash_attn\":" << (fa == "on" ? "true" : "false") << ",\"n_threads\":" << n_threads << ",\"mean_top1_prob\":" << top1_buf
       << ",\"dtype\":\"f32le\"}\n";
 
     FILE * out = fopen(out_path.c_str(), "wb");

@@ -311,41 +311,54 @@ hcf_down_t(HcfDownMem mem, uint64_t a_x, uint64_t a_y, uint64_t a_a, uint64_t a_
   }
 }
 
+// One kernel per row count, hcf_down_1 .. hcf_down_8 (and hcf_up_1 .. hcf_up_8 below), where one
+// kernel with a switch over T would do: the OpenCL CPU compiler of runtime 2026.1.2 aborts at
+// random (`free(): invalid pointer` in its pass sycl-kernel-reduce-cross-barrier-values, a
+// reference into a map that its own inserts can move) on a kernel holding eight copies of these
+// barriers, and never on one holding one (docs/sycl.md; MALLOC_PERTURB_ makes it abort every
+// time). T is still passed: the argument lists are those of the one kernel they replace.
+//
 // One work-group of HCF_NSG sub-groups per (row group, slab): launch (r / rpg) * S * (n / w)
-// groups of HCF_NSG * 16.
-STRATA_KERNEL void hcf_down(uint64_t a_x,     // (T, S, n) H (read; hcf_up writes H')
-                            uint64_t a_y,     // (T, n) pending write: the sublayer output, or 0
-                            uint64_t a_a,     // (T, S) pending write: its injection, or 0
-                            uint64_t a_g,     // (S, n) gamma (ggml [n, S])
-                            uint64_t a_wd,    // (r, S * n) W_down, format HCF_W
-                            uint64_t a_wi,    // (n_inj, S * n) W_inj, format HCF_INJ, or 0
-                            uint64_t a_part,  // (C, T, r + n_inj) slab partials, unscaled
-                            uint64_t a_ss,    // (C, T) slab sums of squares of H'
-                            uint64_t a_cnt,   // (1) arrival counter, 0 between launches
-                            uint64_t a_rs,    // (T, S) 1 / sqrt(mean(H'^2) + eps)
-                            uint64_t a_lo,    // (T, r) lo = W_down . (rs * H' * gamma)
-                            uint64_t a_u,     // (T, r) silu(lo / S), hcf_up's input
-                            uint64_t a_aprev, // (T, S) the pending a, kept for hcf_up
-                            uint64_t a_inj,   // (T, n_inj) 2 * sigmoid(z / S), or 0
-                            int n, int S, int r, int n_inj, int T, int w, int rpg, float eps) {
-  static syclexp::work_group_static<float[HCF_TMAX * HCF_WMAX]> xs_mem;
-  static syclexp::work_group_static<float[HCF_NSG * HCF_TMAX]> red_mem;
-  static syclexp::work_group_static<float[HCF_TMAX * HCF_SMAX]> rs_mem;
-  static syclexp::work_group_static<unsigned> last_mem;
-  unsigned &last = last_mem;
-  const HcfDownMem mem{xs_mem, red_mem, rs_mem, &last};
-#define HCF_DOWN(TN)                                                                               \
-  case TN:                                                                                         \
+// groups of HCF_NSG * 16. Arguments:
+//   a_x     (T, S, n) H (read; hcf_up writes H')
+//   a_y     (T, n) pending write: the sublayer output, or 0
+//   a_a     (T, S) pending write: its injection, or 0
+//   a_g     (S, n) gamma (ggml [n, S])
+//   a_wd    (r, S * n) W_down, format HCF_W
+//   a_wi    (n_inj, S * n) W_inj, format HCF_INJ, or 0
+//   a_part  (C, T, r + n_inj) slab partials, unscaled
+//   a_ss    (C, T) slab sums of squares of H'
+//   a_cnt   (1) arrival counter, 0 between launches
+//   a_rs    (T, S) 1 / sqrt(mean(H'^2) + eps)
+//   a_lo    (T, r) lo = W_down . (rs * H' * gamma)
+//   a_u     (T, r) silu(lo / S), hcf_up's input
+//   a_aprev (T, S) the pending a, kept for hcf_up
+//   a_inj   (T, n_inj) 2 * sigmoid(z / S), or 0
+#define HCF_DOWN_KERNEL(TN)                                                                        \
+  STRATA_KERNEL void hcf_down_##TN(                                                                \
+      uint64_t a_x, uint64_t a_y, uint64_t a_a, uint64_t a_g, uint64_t a_wd, uint64_t a_wi,        \
+      uint64_t a_part, uint64_t a_ss, uint64_t a_cnt, uint64_t a_rs, uint64_t a_lo, uint64_t a_u,  \
+      uint64_t a_aprev, uint64_t a_inj, int n, int S, int r, int n_inj, int T, int w, int rpg,     \
+      float eps) {                                                                                 \
+    static syclexp::work_group_static<float[HCF_TMAX * HCF_WMAX]> xs_mem;                          \
+    static syclexp::work_group_static<float[HCF_NSG * HCF_TMAX]> red_mem;                          \
+    static syclexp::work_group_static<float[HCF_TMAX * HCF_SMAX]> rs_mem;                          \
+    static syclexp::work_group_static<unsigned> last_mem;                                          \
+    unsigned &last = last_mem;                                                                     \
+    const HcfDownMem mem{xs_mem, red_mem, rs_mem, &last};                                          \
+    (void)T;                                                                                       \
     hcf_down_t<TN>(mem, a_x, a_y, a_a, a_g, a_wd, a_wi, a_part, a_ss, a_cnt, a_rs, a_lo, a_u,      \
                    a_aprev, a_inj, n, S, r, n_inj, w, rpg, eps);                                   \
-    break;
-  switch (T) { // (uniform: every work-item takes the same case, barriers included)
-    HCF_DOWN(1) HCF_DOWN(2) HCF_DOWN(3) HCF_DOWN(4) HCF_DOWN(5) HCF_DOWN(6) HCF_DOWN(7) HCF_DOWN(8)
-  default:
-    break;
   }
-#undef HCF_DOWN
-}
+HCF_DOWN_KERNEL(1)
+HCF_DOWN_KERNEL(2)
+HCF_DOWN_KERNEL(3)
+HCF_DOWN_KERNEL(4)
+HCF_DOWN_KERNEL(5)
+HCF_DOWN_KERNEL(6)
+HCF_DOWN_KERNEL(7)
+HCF_DOWN_KERNEL(8)
+#undef HCF_DOWN_KERNEL
 
 // The gate logits of the 16 columns k0 + l (lane l) of stream s over the K-part [e0, e0 + len).
 // The 16 rows are read in memory order, RU side by side (one contiguous run of RU * len
@@ -461,26 +474,32 @@ hcf_up_t(float *pm, uint64_t a_x, uint64_t a_y, uint64_t a_aprev, uint64_t a_g, 
   }
 }
 
-// ks (1..HCF_KSMAX) sub-groups per 16 columns: launch n / 16 groups of ks * 16.
-STRATA_KERNEL void hcf_up(uint64_t a_x,     // (T, S, n) H in, H' = R_out out (in place)
-                          uint64_t a_y,     // (T, n) pending write: the sublayer output, or 0
-                          uint64_t a_aprev, // (T, S) the pending a (hcf_down's copy)
-                          uint64_t a_g,     // (S, n) gamma
-                          uint64_t a_rs,    // (T, S)
-                          uint64_t a_u,     // (T, r) silu(lo / S)
-                          uint64_t a_wu,    // (S * n, r) W_up, format HCF_W
-                          uint64_t a_mixed, // (T, n) the gated stream mean
-                          int n, int S, int r, int T, int ks) {
-  static syclexp::work_group_static<float[HCF_KSMAX * HCF_TMAX * 16]> p_mem; // (ks, T, 16)
-  float *pm = p_mem;
-#define HCF_UP(TN)                                                                                 \
-  case TN:                                                                                         \
-    hcf_up_t<TN>(pm, a_x, a_y, a_aprev, a_g, a_rs, a_u, a_wu, a_mixed, n, S, r, ks);               \
-    break;
-  switch (T) {
-    HCF_UP(1) HCF_UP(2) HCF_UP(3) HCF_UP(4) HCF_UP(5) HCF_UP(6) HCF_UP(7) HCF_UP(8)
-  default:
-    break;
+// ks (1..HCF_KSMAX) sub-groups per 16 columns: launch n / 16 groups of ks * 16; one kernel
+// per row count (hcf_down's comment says why). Arguments:
+//   a_x     (T, S, n) H in, H' = R_out out (in place)
+//   a_y     (T, n) pending write: the sublayer output, or 0
+//   a_aprev (T, S) the pending a (hcf_down's copy)
+//   a_g     (S, n) gamma
+//   a_rs    (T, S)
+//   a_u     (T, r) silu(lo / S)
+//   a_wu    (S * n, r) W_up, format HCF_W
+//   a_mixed (T, n) the gated stream mean
+#define HCF_UP_KERNEL(TN)                                                                          \
+  STRATA_KERNEL void hcf_up_##TN(uint64_t a_x, uint64_t a_y, uint64_t a_aprev, uint64_t a_g,       \
+                                 uint64_t a_rs, uint64_t a_u, uint64_t a_wu, uint64_t a_mixed,     \
+                                 int n, int S, int r, int T, int ks) {                             \
+    /* (ks, T, 16) */                                                                              \
+    static syclexp::work_group_static<float[HCF_KSMAX * HCF_TMAX * 16]> p_mem;                     \
+    float *pm = p_mem;                                                                             \
+    (void)T;                                                                                       \
+    hcf_up_t<TN>(pm, a_x, a_y, a_aprev, a_g, a_rs, a_u, a_wu, a_mixed, n, S, r, ks);              \
   }
-#undef HCF_UP
-}
+HCF_UP_KERNEL(1)
+HCF_UP_KERNEL(2)
+HCF_UP_KERNEL(3)
+HCF_UP_KERNEL(4)
+HCF_UP_KERNEL(5)
+HCF_UP_KERNEL(6)
+HCF_UP_KERNEL(7)
+HCF_UP_KERNEL(8)
+#undef HCF_UP_KERNEL

@@ -277,6 +277,18 @@ pub fn conversation(screen: &str) -> String {
         .join("\n")
 }
 
+/// Whether the conversation pane shows a reply's footer ("176 tok · 29.9 tok/s · eos") after the
+/// last "You" header: the last prompt answered. A long reply scrolls its own prompt (and every
+/// reply before it) off the pane, so with no "You" left on it any footer is the last reply's.
+pub fn answered_last_prompt(screen: &str) -> bool {
+    let conv = conversation(screen);
+    let rows: Vec<&str> = conv.lines().map(|l| l.trim_matches(['│', ' '])).collect();
+    let from = rows.iter().rposition(|l| *l == "You").map_or(0, |i| i + 1);
+    rows[from..]
+        .iter()
+        .any(|l| l.contains(" tok · ") && l.contains(" tok/s"))
+}
+
 pub fn status_line(screen: &str) -> &str {
     screen.lines().next().unwrap_or("")
 }
