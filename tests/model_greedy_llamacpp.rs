@@ -160,6 +160,19 @@ impl Spread {
     }
 }
 
+/// The items of the JSON array `v` through `f`; `what` names them in a panic.
+fn array<T>(
+    v: &serde_json::Value,
+    what: &str,
+    f: impl Fn(&serde_json::Value) -> Option<T>,
+) -> Vec<T> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("{what}: not an array"))
+        .iter()
+        .map(|x| f(x).unwrap_or_else(|| panic!("{what}: {x}")))
+        .collect()
+}
+
 /// Strata's logits are held to llama.cpp's own spread: its default path teacher-forced on its
 /// greedy ids is the reference, its `-fa off` path on the same ids the yardstick (both from
 /// tests/data/greedy/llamacpp_forced.json). Teacher-forced, a near-tie costs one row, not the
@@ -181,21 +194,11 @@ fn check(env: &str) {
         .expect("the model's cases in llamacpp.json");
     let path = strata::paths::model_path(env).unwrap_or_else(|e| panic!("{e}"));
     let (tok, mut eng) = load(&path);
-    let floats = |v: &serde_json::Value| -> Vec<f32> {
-        v.as_array()
-            .expect("an array of logits")
-            .iter()
-            .map(|x| x.as_f64().expect("a logit") as f32)
-            .collect()
-    };
+    let floats = |v| array(v, "logits", |x| x.as_f64().map(|f| f as f32));
+    let token_ids = |v| array(v, "token ids", |x| x.as_u64().map(|i| i as usize));
     let (mut ours, mut fa_off) = (Spread::default(), Spread::default());
     for c in cases {
-        let ids: Vec<u32> = c["ids"]
-            .as_array()
-            .expect("the ids")
-            .iter()
-            .map(|x| x.as_u64().expect("an id") as u32)
-            .collect();
+        let ids: Vec<u32> = token_ids(&c["ids"]).into_iter().map(|i| i as u32).collect();
         let n_prompt = c["n_prompt"].as_u64().expect("n_prompt") as usize;
         let rows = c["rows"].as_array().expect("the rows");
         // the ids are llama-completion's continuation (llamacpp.json) token for token
@@ -223,12 +226,7 @@ fn check(env: &str) {
             .expect("the teacher-forced pass");
         let (mut case_ours, mut case_off) = (Spread::default(), Spread::default());
         for (l, row) in logits.iter().zip(rows) {
-            let top: Vec<usize> = row["ids"]
-                .as_array()
-                .expect("the top ids")
-                .iter()
-                .map(|x| x.as_u64().expect("an id") as usize)
-                .collect();
+            let top = token_ids(&row["ids"]);
             let default = floats(&row["default"]);
             let x: Vec<f32> = top.iter().map(|&i| l[i]).collect();
             case_ours.add(&x, &default, argmax(l) == top[0]);
