@@ -155,6 +155,13 @@ impl Spread {
         self.max = self.max.max(e);
         self.top1 += usize::from(top1);
     }
+    /// Adds another case's rows.
+    fn absorb(&mut self, other: &Spread) {
+        self.rows += other.rows;
+        self.top1 += other.top1;
+        self.sq += other.sq;
+        self.max = self.max.max(other.max);
+    }
     fn rms(&self) -> f64 {
         (self.sq / self.rows as f64).sqrt()
     }
@@ -247,12 +254,8 @@ fn check(env: &str) {
             case_off.rms(),
             case_off.max
         );
-        for (all, case) in [(&mut ours, case_ours), (&mut fa_off, case_off)] {
-            all.rows += case.rows;
-            all.top1 += case.top1;
-            all.sq += case.sq;
-            all.max = all.max.max(case.max);
-        }
+        ours.absorb(&case_ours);
+        fa_off.absorb(&case_off);
     }
     println!(
         "{env}: {} rows; top-1 = llama.cpp's: strata {}, -fa off {}; shape error RMS / max: \
